@@ -1,0 +1,77 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Swift 6 language mode (complete strict concurrency) for every target.
+let settings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+// Linux-only pieces stay out of the Apple-platform build.
+let linuxOnly: [Platform] = [.linux, .android, .openbsd, .windows]
+
+let package = Package(
+    name: "Keystone",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
+        .library(name: "KeychainServices", targets: ["KeychainServices"]),
+        .library(name: "KeychainFile", targets: ["KeychainFile"]),
+        .library(name: "Keystone", targets: ["Keystone"]),
+        .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
+        .executable(name: "keystone", targets: ["KeystoneCLI"]),
+        .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+    ],
+    targets: [
+        // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
+        .target(name: "KeychainEngine", swiftSettings: settings),
+
+        // SQLite, the system library (libsqlite3-dev on Debian).
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        // The Linux kernel keyring (keyctl) through raw syscalls: no libkeyutils needed.
+        .target(name: "CKeyring", path: "Sources/CKeyring"),
+        // The encrypted keychain file: Linux's default keychain storage.
+        .target(name: "KeychainFile", dependencies: [
+            "KeychainEngine", "CSQLite",
+            .target(name: "CKeyring", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
+        ], swiftSettings: settings),
+
+        // Apple's Keychain Services API. On Apple platforms it re-exports Security.
+        .target(name: "KeychainServices", dependencies: [
+            .target(name: "KeychainEngine"),
+            .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
+
+        // The typed Swift API, the same source on every platform.
+        .target(name: "Keystone", dependencies: ["KeychainEngine", "KeychainServices"], swiftSettings: settings),
+        // Test doubles that follow the keychain's rules.
+        .target(name: "KeystoneTesting", dependencies: ["Keystone", "KeychainEngine"], swiftSettings: settings),
+
+        // The `keystone` command-line tool, with macOS `security`'s verbs.
+        .executableTarget(name: "KeystoneCLI", dependencies: [
+            "KeychainEngine", "KeychainFile",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: settings),
+
+        // Speed and memory against baselines measured in the same run.
+        .executableTarget(name: "KeystoneBenchmarks", dependencies: [
+            "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
+        ], swiftSettings: settings),
+
+        .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
+        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeychainFileTests", dependencies: ["KeychainFile", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine"], swiftSettings: settings),
+    ],
+    swiftLanguageModes: [.v6]
+)

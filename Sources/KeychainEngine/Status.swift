@@ -1,0 +1,219 @@
+/// Apple's `OSStatus` result codes the engine produces, and their messages.
+///
+/// The values and messages are those of Security's SecBase.h and `SecCopyErrorMessageString`.
+public enum Status {
+    public static let success: Int32 = 0
+    public static let unimplemented: Int32 = -4
+    public static let diskFull: Int32 = -34
+    public static let io: Int32 = -36
+    public static let param: Int32 = -50
+    public static let wrPerm: Int32 = -61
+    public static let allocate: Int32 = -108
+    public static let userCanceled: Int32 = -128
+    public static let badReq: Int32 = -909
+    public static let internalComponent: Int32 = -2070
+    public static let notAvailable: Int32 = -25291
+    public static let readOnly: Int32 = -25292
+    public static let authFailed: Int32 = -25293
+    public static let noSuchKeychain: Int32 = -25294
+    public static let invalidKeychain: Int32 = -25295
+    public static let duplicateKeychain: Int32 = -25296
+    public static let duplicateCallback: Int32 = -25297
+    public static let invalidCallback: Int32 = -25298
+    public static let duplicateItem: Int32 = -25299
+    public static let itemNotFound: Int32 = -25300
+    public static let bufferTooSmall: Int32 = -25301
+    public static let dataTooLarge: Int32 = -25302
+    public static let noSuchAttr: Int32 = -25303
+    public static let invalidItemRef: Int32 = -25304
+    public static let invalidSearchRef: Int32 = -25305
+    public static let noSuchClass: Int32 = -25306
+    public static let noDefaultKeychain: Int32 = -25307
+    public static let interactionNotAllowed: Int32 = -25308
+    public static let readOnlyAttr: Int32 = -25309
+    public static let wrongSecVersion: Int32 = -25310
+    public static let keySizeNotAllowed: Int32 = -25311
+    public static let noStorageModule: Int32 = -25312
+    public static let noCertificateModule: Int32 = -25313
+    public static let noPolicyModule: Int32 = -25314
+    public static let interactionRequired: Int32 = -25315
+    public static let dataNotAvailable: Int32 = -25316
+    public static let dataNotModifiable: Int32 = -25317
+    public static let createChainFailed: Int32 = -25318
+    public static let invalidPrefsDomain: Int32 = -25319
+    public static let inDarkWake: Int32 = -25320
+    public static let aclNotSimple: Int32 = -25240
+    public static let policyNotFound: Int32 = -25241
+    public static let invalidTrustSetting: Int32 = -25242
+    public static let noAccessForItem: Int32 = -25243
+    public static let invalidOwnerEdit: Int32 = -25244
+    public static let trustNotAvailable: Int32 = -25245
+    public static let unsupportedFormat: Int32 = -25256
+    public static let unknownFormat: Int32 = -25257
+    public static let keyIsSensitive: Int32 = -25258
+    public static let multiplePrivKeys: Int32 = -25259
+    public static let passphraseRequired: Int32 = -25260
+    public static let invalidPasswordRef: Int32 = -25261
+    public static let invalidTrustSettings: Int32 = -25262
+    public static let noTrustSettings: Int32 = -25263
+    public static let pkcs12VerifyFailure: Int32 = -25264
+    public static let notSigner: Int32 = -26267
+    public static let decode: Int32 = -26275
+    public static let serviceNotAvailable: Int32 = -67585
+    public static let insufficientClientID: Int32 = -67586
+    public static let deviceReset: Int32 = -67587
+    public static let deviceFailed: Int32 = -67588
+    public static let internalError: Int32 = -67671
+    public static let invalidData: Int32 = -67673
+    public static let missingEntitlement: Int32 = -34018
+    public static let invalidEncoding: Int32 = -67853
+    public static let invalidKey: Int32 = -67712
+    public static let unsupportedOperation: Int32 = -67721
+    public static let policyDenied: Int32 = -67723
+    public static let waitForCallback: Int32 = -67730
+    public static let restrictedAPI: Int32 = -34020
+
+    /// The readable names of the codes above, `errSec…` as Apple spells them.
+    public static let names: [Int32: String] = [
+        success: "errSecSuccess", unimplemented: "errSecUnimplemented", diskFull: "errSecDiskFull", io: "errSecIO",
+        param: "errSecParam", wrPerm: "errSecWrPerm", allocate: "errSecAllocate", userCanceled: "errSecUserCanceled",
+        badReq: "errSecBadReq", internalComponent: "errSecInternalComponent", notAvailable: "errSecNotAvailable",
+        readOnly: "errSecReadOnly", authFailed: "errSecAuthFailed", noSuchKeychain: "errSecNoSuchKeychain",
+        invalidKeychain: "errSecInvalidKeychain", duplicateKeychain: "errSecDuplicateKeychain",
+        duplicateCallback: "errSecDuplicateCallback", invalidCallback: "errSecInvalidCallback",
+        duplicateItem: "errSecDuplicateItem", itemNotFound: "errSecItemNotFound", bufferTooSmall: "errSecBufferTooSmall",
+        dataTooLarge: "errSecDataTooLarge", noSuchAttr: "errSecNoSuchAttr", invalidItemRef: "errSecInvalidItemRef",
+        invalidSearchRef: "errSecInvalidSearchRef", noSuchClass: "errSecNoSuchClass", noDefaultKeychain: "errSecNoDefaultKeychain",
+        interactionNotAllowed: "errSecInteractionNotAllowed", readOnlyAttr: "errSecReadOnlyAttr",
+        wrongSecVersion: "errSecWrongSecVersion", keySizeNotAllowed: "errSecKeySizeNotAllowed",
+        noStorageModule: "errSecNoStorageModule", noCertificateModule: "errSecNoCertificateModule",
+        noPolicyModule: "errSecNoPolicyModule", interactionRequired: "errSecInteractionRequired",
+        dataNotAvailable: "errSecDataNotAvailable", dataNotModifiable: "errSecDataNotModifiable",
+        createChainFailed: "errSecCreateChainFailed", invalidPrefsDomain: "errSecInvalidPrefsDomain",
+        inDarkWake: "errSecInDarkWake", aclNotSimple: "errSecACLNotSimple", policyNotFound: "errSecPolicyNotFound",
+        invalidTrustSetting: "errSecInvalidTrustSetting", noAccessForItem: "errSecNoAccessForItem",
+        invalidOwnerEdit: "errSecInvalidOwnerEdit", trustNotAvailable: "errSecTrustNotAvailable",
+        unsupportedFormat: "errSecUnsupportedFormat", unknownFormat: "errSecUnknownFormat",
+        keyIsSensitive: "errSecKeyIsSensitive", multiplePrivKeys: "errSecMultiplePrivKeys",
+        passphraseRequired: "errSecPassphraseRequired", invalidPasswordRef: "errSecInvalidPasswordRef",
+        invalidTrustSettings: "errSecInvalidTrustSettings", noTrustSettings: "errSecNoTrustSettings",
+        pkcs12VerifyFailure: "errSecPkcs12VerifyFailure", notSigner: "errSecNotSigner", decode: "errSecDecode",
+        serviceNotAvailable: "errSecServiceNotAvailable", insufficientClientID: "errSecInsufficientClientID",
+        deviceReset: "errSecDeviceReset", deviceFailed: "errSecDeviceFailed", internalError: "errSecInternalError",
+        invalidData: "errSecInvalidData", missingEntitlement: "errSecMissingEntitlement",
+        invalidEncoding: "errSecInvalidEncoding", invalidKey: "errSecInvalidKey",
+        unsupportedOperation: "errSecUnsupportedOperation", policyDenied: "errSecPolicyDenied",
+        waitForCallback: "errSecWaitForCallback", restrictedAPI: "errSecRestrictedAPI",
+    ]
+
+    /// Apple's messages (`SecCopyErrorMessageString`) for the codes above.
+    public static let messages: [Int32: String] = [
+        success: "No error.",
+        unimplemented: "Function or operation not implemented.",
+        diskFull: "The disk is full.",
+        io: "I/O error.",
+        param: "One or more parameters passed to a function were not valid.",
+        wrPerm: "Write permissions error.",
+        allocate: "Failed to allocate memory.",
+        userCanceled: "User canceled the operation.",
+        badReq: "Bad parameter or invalid state for operation.",
+        internalComponent: "An internal component failed.",
+        notAvailable: "No keychain is available. You may need to restart your computer.",
+        readOnly: "This keychain cannot be modified.",
+        authFailed: "The user name or passphrase you entered is not correct.",
+        noSuchKeychain: "The specified keychain could not be found.",
+        invalidKeychain: "The specified keychain is not a valid keychain file.",
+        duplicateKeychain: "A keychain with the same name already exists.",
+        duplicateCallback: "The specified callback function is already installed.",
+        invalidCallback: "The specified callback function is not valid.",
+        duplicateItem: "The specified item already exists in the keychain.",
+        itemNotFound: "The specified item could not be found in the keychain.",
+        bufferTooSmall: "There is not enough memory available to use the specified item.",
+        dataTooLarge: "This item contains information which is too large or in a format that cannot be displayed.",
+        noSuchAttr: "The specified attribute does not exist.",
+        invalidItemRef: "The specified item is no longer valid. It may have been deleted from the keychain.",
+        invalidSearchRef: "Unable to search the current keychain.",
+        noSuchClass: "The specified item does not appear to be a valid keychain item.",
+        noDefaultKeychain: "A default keychain could not be found.",
+        interactionNotAllowed: "User interaction is not allowed.",
+        readOnlyAttr: "The specified attribute could not be modified.",
+        wrongSecVersion: "This keychain was created by a different version of the system software and cannot be opened.",
+        keySizeNotAllowed: "This item specifies a key size which is too large or too small.",
+        noStorageModule: "A required component (data storage module) could not be loaded. You may need to restart your computer.",
+        noCertificateModule: "A required component (certificate module) could not be loaded. You may need to restart your computer.",
+        noPolicyModule: "A required component (policy module) could not be loaded. You may need to restart your computer.",
+        interactionRequired: "User interaction is required, but is currently not allowed.",
+        dataNotAvailable: "The contents of this item cannot be retrieved.",
+        dataNotModifiable: "The contents of this item cannot be modified.",
+        createChainFailed: "One or more certificates required to validate this certificate cannot be found.",
+        invalidPrefsDomain: "The specified preferences domain is not valid.",
+        inDarkWake: "In dark wake, no UI possible",
+        aclNotSimple: "The specified access control list is not in standard (simple) form.",
+        policyNotFound: "The specified policy cannot be found.",
+        invalidTrustSetting: "The specified trust setting is invalid.",
+        noAccessForItem: "The specified item has no access control.",
+        invalidOwnerEdit: "Invalid attempt to change the owner of this item.",
+        trustNotAvailable: "No trust results are available.",
+        unsupportedFormat: "Import/Export format unsupported.",
+        unknownFormat: "Unknown format in import.",
+        keyIsSensitive: "Key material must be wrapped for export.",
+        multiplePrivKeys: "An attempt was made to import multiple private keys.",
+        passphraseRequired: "Passphrase is required for import/export.",
+        invalidPasswordRef: "The password reference was invalid.",
+        invalidTrustSettings: "The Trust Settings Record was corrupted.",
+        noTrustSettings: "No Trust Settings were found.",
+        pkcs12VerifyFailure: "MAC verification failed during PKCS12 Import.",
+        notSigner: "A certificate was not signed by its proposed parent.",
+        decode: "Unable to decode the provided data.",
+        serviceNotAvailable: "The required service is not available.",
+        insufficientClientID: "The client ID is not correct.",
+        deviceReset: "A device reset has occurred.",
+        deviceFailed: "A device failure has occurred.",
+        internalError: "An internal error has occurred.",
+        invalidData: "The data is not valid.",
+        missingEntitlement: "A required entitlement isn't present.",
+        invalidEncoding: "The encoding is not valid.",
+        invalidKey: "The key is not valid.",
+        unsupportedOperation: "The operation is not supported.",
+        policyDenied: "The policy was denied.",
+        waitForCallback: "Wait for callback.",
+        restrictedAPI: "Operation is restricted to Apple internal use.",
+    ]
+
+    /// Apple's message for `code`, or `OSStatus <code>` for a code Apple has no message for.
+    public static func message(for code: Int32) -> String {
+        messages[code] ?? "OSStatus \(code)"
+    }
+
+    /// The `errSec…` name of `code`, if it has one.
+    public static func name(for code: Int32) -> String? { names[code] }
+}
+
+/// An engine failure: an `OSStatus` code and a reason for developers.
+///
+/// - Important: `reason` never contains secret bytes; it may name attribute keys and the operation.
+public struct EngineError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The `OSStatus` code, one of ``Status``.
+    public let status: Int32
+    /// What went wrong, for logs and developers (never includes secrets).
+    public let reason: String
+
+    public init(_ status: Int32, _ reason: String = "") {
+        self.status = status
+        self.reason = reason
+    }
+
+    public var description: String {
+        let name = Status.name(for: status).map { "\($0) " } ?? ""
+        let base = "\(name)(\(status)): \(Status.message(for: status))"
+        return reason.isEmpty ? base : "\(base) \(reason)"
+    }
+
+    public static func param(_ reason: String) -> EngineError { EngineError(Status.param, reason) }
+    public static let itemNotFound = EngineError(Status.itemNotFound)
+    public static func duplicateItem(_ reason: String = "") -> EngineError { EngineError(Status.duplicateItem, reason) }
+    public static func interactionNotAllowed(_ reason: String) -> EngineError { EngineError(Status.interactionNotAllowed, reason) }
+
+    /// Pattern matching on the status code: `case Status.itemNotFound` style matching via `~=`.
+    public static func ~= (code: Int32, error: EngineError) -> Bool { error.status == code }
+}

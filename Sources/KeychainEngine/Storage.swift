@@ -1,0 +1,134 @@
+import Foundation
+
+/// One keychain row: an item of one class with its attributes and its secret.
+public struct StoredItem: Sendable, Hashable {
+    /// The class (table) the row belongs to.
+    public var itemClass: ItemClass
+    /// The row's id in its table, assigned by the storage on insert (0 before).
+    public var rowID: Int64
+    /// Every stored attribute, defaults included: `pdmn`, `agrp`, `sync`, `cdat`, `mdat` and the primary key.
+    public var attributes: [String: AttributeValue]
+    /// The secret (`v_Data`), if the item has one.
+    public var secret: Data?
+    /// The access control, if the item was added with one (`accc`).
+    public var accessControl: AccessControl?
+
+    public init(itemClass: ItemClass, rowID: Int64 = 0, attributes: [String: AttributeValue], secret: Data?, accessControl: AccessControl? = nil) {
+        self.itemClass = itemClass
+        self.rowID = rowID
+        self.attributes = attributes
+        self.secret = secret
+        self.accessControl = accessControl
+    }
+
+    /// The item's accessibility (`pdmn`), `whenUnlocked` if unreadable.
+    public var accessibility: Accessibility {
+        attributes[Key.accessible]?.stringValue.flatMap(Accessibility.init(rawValue:)) ?? .whenUnlocked
+    }
+
+    /// The primary-key values in schema order.
+    public var primaryKey: [AttributeValue] { ClassSchema.of(itemClass).primaryKeyValues(of: attributes) }
+
+    /// The persistent reference: the class tag followed by the row id (12 bytes, as Apple's).
+    public var persistentReference: Data { PersistentReference(itemClass: itemClass, rowID: rowID).data }
+}
+
+/// A persistent reference: class and row id, 12 bytes (4-byte class tag, 8-byte big-endian row id).
+public struct PersistentReference: Sendable, Hashable {
+    public let itemClass: ItemClass
+    public let rowID: Int64
+
+    public init(itemClass: ItemClass, rowID: Int64) {
+        self.itemClass = itemClass
+        self.rowID = rowID
+    }
+
+    /// Parses a reference handed out earlier; nil when `data` is not one.
+    public init?(data: Data) {
+        guard data.count == 12,
+              let tag = String(bytes: data.prefix(4), encoding: .ascii),
+              let cls = ItemClass(rawValue: tag) else { return nil }
+        var id: Int64 = 0
+        for byte in data.suffix(8) { id = (id << 8) | Int64(byte) }
+        self.itemClass = cls
+        self.rowID = id
+    }
+
+    public var data: Data {
+        var bytes = itemClass.tag
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: rowID >> Int64(shift))) }
+        return Data(bytes)
+    }
+}
+
+/// A row a storage returns for a search: readable, or present but unreadable (locked class key, failed integrity check).
+public enum Candidate: Sendable {
+    /// A row the storage could read and authenticate.
+    case item(StoredItem)
+    /// A row whose indexed columns matched but whose contents cannot be read.
+    ///
+    /// `error.status` is `errSecInteractionNotAllowed` when its key is not available in the current lock state,
+    /// `errSecDecode` when it failed its integrity check.
+    case unreadable(itemClass: ItemClass, rowID: Int64, error: EngineError)
+}
+
+/// Read access to the rows of a keychain, inside one transaction.
+public protocol StorageReader {
+    /// The rows of `itemClass` whose attributes equal every value in `constraints`.
+    ///
+    /// Contract:
+    /// - `constraints` holds only primary-key attributes of the class (the engine checks every other
+    ///   attribute itself), and the storage must honour all of them: every returned row, readable or
+    ///   not, has exactly these values. Rows lacking a constraint attribute count as holding its empty value.
+    /// - Lookups must use an index: with the full primary key, the cost must not grow with the table.
+    /// - Rows that fail an integrity check are returned as ``Candidate/unreadable(itemClass:rowID:error:)``,
+    ///   never as garbage and never silently dropped.
+    func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate]
+
+    /// The row `rowID` of `itemClass`, or nil when there is none.
+    func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate?
+}
+
+/// Write access inside one atomic transaction.
+public protocol StorageWriter: StorageReader {
+    /// Inserts a new row and returns its row id.
+    ///
+    /// Must fail with `errSecDuplicateItem` (and change nothing) when a row of the class has the same
+    /// primary key (``StoredItem/primaryKey``): the storage enforces the UNIQUE constraint itself.
+    func insert(_ item: StoredItem) throws -> Int64
+
+    /// Replaces the row `item.rowID` of `item.itemClass` with `item`.
+    ///
+    /// Must fail with `errSecDuplicateItem` when the new primary key belongs to another row.
+    func replace(_ item: StoredItem) throws
+
+    /// Removes the row; removing a row that is not there is not an error.
+    func delete(in itemClass: ItemClass, rowID: Int64) throws
+}
+
+/// Where a keychain keeps its rows: memory, an encrypted file, the Secret Service.
+///
+/// The engine (``KeychainEngine``) implements Apple's rules; a storage only keeps rows. What every
+/// storage must do, checked by the shared contract suite (`KeychainStorageContract` in the tests):
+///
+/// - **Tables**: one per ``ItemClass``, each with a UNIQUE constraint over the class's primary key
+///   (``ClassSchema/primaryKey``); an insert or replace that would break it fails with
+///   `errSecDuplicateItem` and changes nothing.
+/// - **Atomicity**: ``write(_:)`` runs its body as one transaction. If the body throws, none of its
+///   inserts, replaces or deletes are visible afterwards, in this process or any other.
+/// - **Isolation**: concurrent ``read(_:)`` and ``write(_:)`` calls, from any thread, see whole
+///   transactions only.
+/// - **Fidelity**: a row reads back exactly as written: attributes, secret, access control, row id.
+/// - **Lock state**: ``lockState`` tells which accessibility classes are available. A storage that
+///   cannot decrypt a row returns it as unreadable with `errSecInteractionNotAllowed`; it never
+///   deletes or rewrites a row it could not read.
+public protocol KeychainStorage: AnyObject, Sendable {
+    /// Which accessibility classes are available now.
+    var lockState: LockState { get }
+
+    /// Runs `body` with a consistent view of the rows.
+    func read<T>(_ body: (any StorageReader) throws -> T) throws -> T
+
+    /// Runs `body` as one atomic transaction: all of its changes land, or none do.
+    func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T
+}

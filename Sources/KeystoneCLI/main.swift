@@ -1,0 +1,1 @@
+print("keystone: not yet built")
