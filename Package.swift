@@ -22,7 +22,7 @@ let package = Package(
         .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -40,7 +40,7 @@ let package = Package(
             "KeychainEngine", "CSQLite",
             .target(name: "CKeyring", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "_CryptoExtras", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
         ], swiftSettings: settings),
 
         // Apple's Keychain Services API. On Apple platforms it re-exports Security.
