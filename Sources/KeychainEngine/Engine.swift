@@ -32,9 +32,9 @@ public struct EngineConfiguration: Sendable {
 /// Observes or interrupts engine operations (call logs, injected failures).
 public protocol EngineHook: Sendable {
     /// Called before `operation` runs; throwing an ``EngineError`` makes the operation fail with it, untouched.
-    func willPerform(_ operation: Operation, query: KeychainQuery, attributesToUpdate: KeychainQuery?) throws
+    func willPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?) throws
     /// Called after `operation` ran, with its status.
-    func didPerform(_ operation: Operation, query: KeychainQuery, attributesToUpdate: KeychainQuery?, status: Int32)
+    func didPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?, status: Int32)
 }
 
 /// The keychain: Apple's SecItem rules over a ``KeychainStorage``.
@@ -150,7 +150,7 @@ public final class KeychainEngine: Sendable {
         try perform(.delete, query, nil) { try self.performDelete(query) }
     }
 
-    private func perform<T>(_ operation: Operation, _ query: KeychainQuery, _ update: KeychainQuery?, _ body: () throws -> T) throws -> T {
+    private func perform<T>(_ operation: KeychainOperation, _ query: KeychainQuery, _ update: KeychainQuery?, _ body: () throws -> T) throws -> T {
         let hooks = self.hooks.current
         do {
             for hook in hooks { try hook.willPerform(operation, query: query, attributesToUpdate: update) }

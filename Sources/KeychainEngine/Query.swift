@@ -1,7 +1,7 @@
 import Foundation
 
-/// The four SecItem operations.
-public enum Operation: String, Sendable, Hashable, CaseIterable {
+/// The four SecItem operations (named to stay clear of Foundation's `Operation`).
+public enum KeychainOperation: String, Sendable, Hashable, CaseIterable {
     case add, copy, update, delete
 }
 
@@ -36,7 +36,7 @@ struct ParsedQuery {
     ///
     /// - Throws: `errSecParam` for a missing or unknown class, a malformed value or limit;
     ///   `errSecNoSuchAttr` for an attribute the class does not have.
-    init(_ query: KeychainQuery, for operation: Operation) throws {
+    init(_ query: KeychainQuery, for operation: KeychainOperation) throws {
         let cls: ItemClass
         if let value = query[Key.class] {
             guard let raw = value.stringValue else { throw EngineError.param("kSecClass must be a class constant") }
