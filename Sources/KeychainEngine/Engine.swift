@@ -49,7 +49,7 @@ public protocol EngineHook: Sendable {
 /// - **copyMatching** finds items. Match limit One by default. No match is `errSecItemNotFound`, also with
 ///   limit All. Result shapes: no return key → nil; only data or only a persistent reference → the bare
 ///   value; attributes or several keys → a dictionary; a limit above one → an array, even of one.
-/// - **update** changes every match (no limit); its attributes may not hold class, search, return or use
+/// - **update** changes every match (an explicit match limit, which Apple's server also honours, caps it); its attributes may not hold class, search, return or use
 ///   keys (`errSecParam`). A change that would give an item another item's primary key fails with
 ///   `errSecDuplicateItem` and changes nothing.
 /// - **delete** removes every match; a match limit other than All is `errSecParam`.
@@ -255,7 +255,9 @@ public final class KeychainEngine: Sendable {
         let schema = ClassSchema.of(q.itemClass)
         var wanted = q.attributes
         switch q.sync {
-        case .none: wanted[Key.synchronizable] = .bool(false)
+        // Apple's server adds sync = false to a query without kSecAttrSynchronizable, unless it names a
+        // persistent reference (SecDbQuery.c, query_create_with_limit).
+        case .none: if q.persistentReference == nil { wanted[Key.synchronizable] = .bool(false) }
         case .some(.none): break
         case .some(.some(let b)): wanted[Key.synchronizable] = .bool(b)
         }
@@ -277,7 +279,8 @@ public final class KeychainEngine: Sendable {
         for candidate in found {
             switch candidate {
             case .item(let item):
-                guard Self.item(item, matches: wanted, schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { continue }
+                // The storage honoured `constraints`; check the rest of the query.
+                guard Self.item(item, matches: wanted, except: constraints, schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { continue }
                 guard item.accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                 }
@@ -288,20 +291,22 @@ public final class KeychainEngine: Sendable {
             }
         }
         items.sort { $0.rowID < $1.rowID }
-        // An unreadable row certainly matches when every query attribute was an honoured constraint.
-        let certain = q.persistentReference != nil || Set(wanted.keys).isSubset(of: Set(constraints.keys))
+        if unreadable.isEmpty { return (items, []) }
         if items.isEmpty, !deleting, case .unreadable(_, _, let error)? = unreadable.first {
             throw error
         }
+        // An unreadable row certainly matches when every query attribute was an honoured constraint.
+        let certain = q.persistentReference != nil || wanted.keys.allSatisfy { constraints[$0] != nil }
         return (items, certain ? unreadable : [])
     }
 
-    private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue], schema: ClassSchema,
-                             caseInsensitive: Bool, accessGroups: EngineConfiguration.AccessGroups) -> Bool {
+    private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue], except honoured: [String: AttributeValue],
+                             schema: ClassSchema, caseInsensitive: Bool, accessGroups: EngineConfiguration.AccessGroups) -> Bool {
         if case .entitled(let groups) = accessGroups, wanted[Key.accessGroup] == nil {
             guard let group = item.attributes[Key.accessGroup]?.stringValue, groups.contains(group) else { return false }
         }
-        for (key, value) in wanted {
+        if wanted.count == honoured.count { return true }
+        for (key, value) in wanted where honoured[key] == nil {
             let stored = item.attributes[key] ?? schema.attributes[key]?.type.emptyValue
             if stored == value { continue }
             if caseInsensitive, let a = stored?.stringValue, let b = value.stringValue,
@@ -391,12 +396,12 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Update
 
-    private struct RetryUpdate: Error {}
-
     private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery) throws {
         let config = configuration
         let q = try ParsedQuery(query, for: .update)
-        if q.limitGiven && q.limit != .all { throw EngineError.param("SecItemUpdate takes no match limit") }
+        // Apple's server accepts a match limit in an update query and passes it to its SELECT: by default
+        // every match is updated; an explicit limit updates that many matches (in row order).
+        let updateLimit: Int? = q.limitGiven ? { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }() : nil
         if q.hasReturnKeys { throw EngineError.param("SecItemUpdate's query takes no return keys") }
         for key in changes.keys {
             if key == Key.class || key.hasPrefix("m_") || key.hasPrefix("r_") || key.hasPrefix("u_")
@@ -415,61 +420,54 @@ public final class KeychainEngine: Sendable {
         if let group = c.attributes[Key.accessGroup]?.stringValue { _ = try resolveAccessGroup(group, config) }
         let secretChanges = c.valueData != nil || c.accessControl != nil
 
-        for attempt in 0..<3 {
-            // Authenticate outside the transaction, then apply inside it to the same rows.
-            var authorized: Set<Int64> = []
-            var skipped: Set<Int64> = []
-            let before = try storage.read { try matches(q, in: $0, config: config).items }
-            guard !before.isEmpty else { throw EngineError.itemNotFound }
-            if secretChanges {
-                for item in before {
-                    if try authorize(item, q, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
+        // Apply inside one write transaction. Authentication must not happen while the transaction is open:
+        // when a target needs one, leave the transaction, authenticate, and apply again.
+        var authorized: Set<Int64> = []
+        var skipped: Set<Int64> = []
+        for _ in 0..<3 {
+            let needed: [StoredItem] = try storage.write { tx in
+                let current = Array(try matches(q, in: tx, config: config).items.prefix(updateLimit ?? Int.max))
+                guard !current.isEmpty else { throw EngineError.itemNotFound }
+                let targets = current.filter { !skipped.contains($0.rowID) }
+                guard !targets.isEmpty else { throw EngineError.itemNotFound }
+                if secretChanges && config.enforcesAccessControl {
+                    let pending = targets.filter { !authorized.contains($0.rowID) && ($0.accessControl?.flags.requiresAuthentication ?? false) }
+                    if !pending.isEmpty { return pending }
                 }
+                let now = config.now()
+                for var item in targets {
+                    for (key, value) in c.attributes { item.attributes[key] = value }
+                    if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
+                    if let data = c.valueData { item.secret = data }
+                    if let ac = c.accessControl {
+                        item.accessControl = ac
+                        item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
+                        if ac.flags.contains(.biometryCurrentSet) {
+                            item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
+                        }
+                    }
+                    if let a = c.accessibility {
+                        item.attributes[Key.accessible] = .string(a.rawValue)
+                        if item.accessControl != nil { item.accessControl?.accessibility = a }
+                    }
+                    let accessibility = item.accessibility
+                    if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
+                        throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
+                    }
+                    guard accessibility.isAvailable(in: storage.lockState) else {
+                        throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
+                    }
+                    item.attributes[Key.modificationDate] = .date(now)
+                    try tx.replace(item)
+                }
+                return []
             }
-            do {
-                try storage.write { tx in
-                    let current = try matches(q, in: tx, config: config).items
-                    let targets = current.filter { !skipped.contains($0.rowID) }
-                    guard !targets.isEmpty else { throw EngineError.itemNotFound }
-                    if secretChanges {
-                        for item in targets where !authorized.contains(item.rowID) && (item.accessControl?.flags.requiresAuthentication ?? false) && config.enforcesAccessControl {
-                            _ = item
-                            throw RetryUpdate()
-                        }
-                    }
-                    let now = config.now()
-                    for var item in targets {
-                        for (key, value) in c.attributes { item.attributes[key] = value }
-                        if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
-                        if let data = c.valueData { item.secret = data }
-                        if let ac = c.accessControl {
-                            item.accessControl = ac
-                            item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
-                            if ac.flags.contains(.biometryCurrentSet) {
-                                item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
-                            }
-                        }
-                        if let a = c.accessibility {
-                            item.attributes[Key.accessible] = .string(a.rawValue)
-                            if item.accessControl != nil { item.accessControl?.accessibility = a }
-                        }
-                        let accessibility = item.accessibility
-                        if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
-                            throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-                        }
-                        guard accessibility.isAvailable(in: storage.lockState) else {
-                            throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
-                        }
-                        item.attributes[Key.modificationDate] = .date(now)
-                        try tx.replace(item)
-                    }
-                }
-                return
-            } catch is RetryUpdate {
-                if attempt == 2 { throw EngineError(Status.interactionNotAllowed, "the matching items kept changing during the update") }
-                continue
+            if needed.isEmpty { return }
+            for item in needed {
+                if try authorize(item, q, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
             }
         }
+        throw EngineError(Status.interactionNotAllowed, "the matching items kept changing during the update")
     }
 
     // MARK: - Delete

@@ -10,6 +10,9 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
     private struct Table {
         var rows: [Int64: StoredItem] = [:]
         var primaryKeys: [[AttributeValue]: Int64] = [:]
+        /// The primary key without the access group → rows: the usual query (class, service, account) names
+        /// every key attribute but the group, and must not depend on the table's size either.
+        var groupFreeKeys: [[AttributeValue]: Set<Int64>] = [:]
         /// attribute key → value → row ids.
         var indexes: [String: [AttributeValue: Set<Int64>]] = [:]
         var nextRowID: Int64 = 1
@@ -63,12 +66,19 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             guard let id = table.primaryKeys[key], let row = table.rows[id] else { return [] }
             return [.item(row)]
         }
-        // Pick the most selective index among the constraints, then filter.
         var best: Set<Int64>?
-        for (attribute, value) in constraints {
-            let ids = table.indexes[attribute]?[value] ?? []
-            if best == nil || ids.count < best!.count { best = ids }
-            if best!.isEmpty { return [] }
+        if constraints.count == schema.primaryKey.count - 1, constraints[Key.accessGroup] == nil {
+            // Exact: the composite key equals the constraints, so no filtering is needed.
+            let ids = table.groupFreeKeys[Self.groupFreeKey(schema, constraints)] ?? []
+            return ids.sorted().compactMap { table.rows[$0].map { .item($0) } }
+        }
+        // Otherwise pick the most selective index among the constraints, then filter.
+        if best == nil {
+            for (attribute, value) in constraints {
+                let ids = table.indexes[attribute]?[value] ?? []
+                if best == nil || ids.count < best!.count { best = ids }
+                if best!.isEmpty { return [] }
+            }
         }
         let rows: [StoredItem]
         if let ids = best {
@@ -107,8 +117,38 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         return row
     }
 
+    private static func groupFreeKey(_ schema: ClassSchema, _ attributes: [String: AttributeValue]) -> [AttributeValue] {
+        schema.primaryKey.compactMap { key in
+            key == Key.accessGroup ? nil : (attributes[key] ?? schema.attributes[key]!.type.emptyValue)
+        }
+    }
+
+    /// Replaces a row in place when its primary key is unchanged (no index work); otherwise re-indexes it.
+    fileprivate func replaceRow(_ item: StoredItem) throws -> StoredItem {
+        guard let old = tables[item.itemClass]!.rows[item.rowID] else { throw EngineError.itemNotFound }
+        if old.primaryKey == item.primaryKey {
+            tables[item.itemClass]!.rows[item.rowID] = item
+            return old
+        }
+        _ = removeRow(item.itemClass, item.rowID)
+        do {
+            _ = try insertRow(item, id: item.rowID)
+        } catch {
+            _ = try? insertRow(old, id: old.rowID)
+            throw error
+        }
+        return old
+    }
+
     private func index(_ row: StoredItem, add: Bool) {
         let schema = ClassSchema.of(row.itemClass)
+        let groupFree = Self.groupFreeKey(schema, row.attributes)
+        if add {
+            tables[row.itemClass]!.groupFreeKeys[groupFree, default: []].insert(row.rowID)
+        } else {
+            tables[row.itemClass]!.groupFreeKeys[groupFree]?.remove(row.rowID)
+            if tables[row.itemClass]!.groupFreeKeys[groupFree]?.isEmpty == true { tables[row.itemClass]!.groupFreeKeys[groupFree] = nil }
+        }
         for attribute in schema.primaryKey {
             let value = row.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue
             if add {
@@ -148,15 +188,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         }
 
         func replace(_ item: StoredItem) throws {
-            guard let old = storage.removeRow(item.itemClass, item.rowID) else {
-                throw EngineError.itemNotFound
-            }
-            do {
-                _ = try storage.insertRow(item, id: item.rowID)
-            } catch {
-                _ = try? storage.insertRow(old, id: old.rowID)
-                throw error
-            }
+            let old = try storage.replaceRow(item)
             undo.append(.restore(old))
         }
 

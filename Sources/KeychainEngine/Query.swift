@@ -51,6 +51,11 @@ struct ParsedQuery {
         let schema = ClassSchema.of(cls)
 
         for (key, value) in query {
+            // Most keys are plain attributes: take them straight to the schema.
+            if key.utf8.count == 4, let column = schema.attributes[key], !Self.specialAttributes.contains(key) {
+                attributes[key] = try Self.coerce(value, to: column.type, key: key)
+                continue
+            }
             switch key {
             case Key.class:
                 continue
@@ -130,9 +135,9 @@ struct ParsedQuery {
                     // are ignored, as Apple's server ignores keys that do not apply.
                     continue
                 }
-                if key.hasPrefix("r_") || key.hasPrefix("v_") {
-                    throw EngineError.param("unknown key '\(key)'")
-                }
+                // As Apple's query parser: four-character keys are attributes (errSecNoSuchAttr when the class
+                // lacks them); other unknown keys are malformed (errSecParam).
+                guard key.utf8.count == 4 else { throw EngineError.param("unknown key '\(key)'") }
                 guard let column = schema.attributes[key] else {
                     throw EngineError(Status.noSuchAttr, "attribute '\(key)' does not belong to class '\(cls.rawValue)'")
                 }
@@ -143,6 +148,9 @@ struct ParsedQuery {
             throw EngineError.param("kSecValuePersistentRef refers to another class")
         }
     }
+
+    /// The four-character keys with rules of their own.
+    static let specialAttributes: Set<String> = [Key.accessible, Key.accessControl, Key.synchronizable, Key.useDataProtectionKeychain]
 
     /// Converts a dictionary value to the attribute's type, with the conversions Apple's server makes.
     static func coerce(_ value: KeychainValue, to type: AttributeType, key: String) throws -> AttributeValue {

@@ -1,1 +1,16 @@
-print("benchmarks: not yet built")
+import Foundation
+import KeychainEngine
+
+// keystone-benchmarks: speed and memory of Keystone against baselines measured in the same run.
+// Run in release: `swift run -c release keystone-benchmarks [--quick]`.
+
+let quick = CommandLine.arguments.contains("--quick")
+let scale = quick ? 10 : 1
+var report = Report()
+
+print("Keystone benchmarks (\(quick ? "quick" : "full") run)\n")
+runFootprint(&report, scale: scale)
+runMemoryBenchmarks(&report, scale: scale)
+runFileBenchmarks(&report, scale: scale)
+print("")
+report.print()

@@ -119,10 +119,13 @@ struct OperationTests {
         #expect(status { _ = try f.engine.copyMatching(genp("svc", "z")) } == Status.itemNotFound)
     }
 
-    @Test("update and delete take no match limit other than All, and no return keys")
+    @Test("delete takes no match limit other than All and no return keys; update takes no return keys and honours a limit")
     func updateDeleteLimits() throws {
         let f = try populated()
-        #expect(status { try f.engine.update(genp("svc", nil, [Key.matchLimit: .string(Key.matchLimitOne)]), with: [Key.label: .string("x")]) } == Status.param)
+        #expect(status { try f.engine.update(genp("svc", nil, [Key.returnData: .bool(true)]), with: [Key.label: .string("x")]) } == Status.param)
+        try f.engine.update(genp("svc", nil, [Key.matchLimit: .string(Key.matchLimitOne)]), with: [Key.label: .string("x")])
+        let labelled = try f.engine.copyMatching(genp("svc", nil, [Key.label: .string("x"), Key.matchLimit: .string(Key.matchLimitAll), Key.returnAttributes: .bool(true)]))
+        #expect(labelled?.array?.count == 1)
         #expect(status { try f.engine.delete(genp("svc", nil, [Key.matchLimit: .string(Key.matchLimitOne)])) } == Status.param)
         #expect(status { try f.engine.delete(genp("svc", nil, [Key.returnData: .bool(true)])) } == Status.param)
         try f.engine.delete(genp("svc", "a", [Key.matchLimit: .string(Key.matchLimitAll)]))

@@ -1,0 +1,84 @@
+import Foundation
+import KeychainEngine
+
+func genpQuery(_ service: String, _ account: String) -> KeychainQuery {
+    [Key.class: .string("genp"), Key.service: .string(service), Key.account: .string(account)]
+}
+
+/// An engine over memory holding `count` items of one service.
+func filledEngine(_ count: Int) throws -> KeychainEngine {
+    let storage = MemoryStorage()
+    try storage.write { tx in
+        for i in 0..<count {
+            _ = try tx.insert(StoredItem(itemClass: .genericPassword, attributes: [
+                Key.service: .string("bench"), Key.account: .string("acct-\(i)"), Key.accessGroup: .string("default"),
+                Key.synchronizable: .bool(false), Key.accessible: .string("ak"),
+            ], secret: Data("secret-\(i)".utf8)))
+        }
+    }
+    return KeychainEngine(storage: storage)
+}
+
+func runMemoryBenchmarks(_ report: inout Report, scale: Int) {
+    let n = 20_000 / scale
+    let payload = Data(repeating: 0x5A, count: 32)
+
+    // Baseline: a bare dictionary.
+    var dictionary: [String: Data] = [:]
+    let dictNs = measure(n) { i in
+        let key = "acct-\(i % 1000)"
+        dictionary[key] = payload
+        _ = dictionary[key]
+    }
+    report.add("memory set+get: [String: Data] baseline", formatNanos(dictNs))
+
+    // The engine directly (what KeychainServices' SecItem calls and the typed API run on).
+    let engine = KeychainEngine(storage: MemoryStorage())
+    let engineNs = measure(n) { i in
+        let q = genpQuery("bench", "acct-\(i % 1000)")
+        do { try engine.update(q, with: [Key.valueData: .data(payload)]) } catch {
+            var add = q; add[Key.valueData] = .data(payload); _ = try? engine.add(add)
+        }
+        var read = q; read[Key.returnData] = .bool(true)
+        _ = try? engine.copyMatching(read)
+    }
+    report.add("memory set+get: KeychainEngine", formatNanos(engineNs), String(format: "%.1f× dictionary", engineNs / dictNs))
+
+    runTypedBenchmarks(&report, n: n, payload: payload, baseline: dictNs)
+
+    // Copy latency as the keychain grows.
+    var latencies: [Int: Double] = [:]
+    for count in [100, 10_000, 100_000 / scale] {
+        guard let engine = try? filledEngine(count) else { continue }
+        let lookups = 5_000 / scale
+        let ns = measure(lookups) { i in
+            var q = genpQuery("bench", "acct-\((i &* 7919) % count)")
+            q[Key.returnData] = .bool(true)
+            _ = try? engine.copyMatching(q)
+        }
+        latencies[count] = ns
+        report.add("memory copy latency, \(count) items", formatNanos(ns))
+    }
+    if let small = latencies[100], let large = latencies[100_000 / scale] {
+        report.add("memory copy: \(100_000 / scale) vs 100 items", String(format: "%.2f×", large / small), "goal ≤ 2×")
+    }
+
+}
+
+/// Heap footprint of 100k items: MemoryStorage against a dictionary of the same data. Runs first.
+func runFootprint(_ report: inout Report, scale: Int) {
+    let count = 100_000 / scale
+    let before = residentBytes()
+    var plain: [String: Data] = [:]
+    for i in 0..<count { plain["acct-\(i)"] = Data("secret-\(i)".utf8) }
+    let afterDictionary = residentBytes()
+    let big = try? filledEngine(count)
+    let afterEngine = residentBytes()
+    if before > 0 {
+        let d = Double(afterDictionary - before) / Double(count)
+        let e = Double(afterEngine - afterDictionary) / Double(count)
+        report.add("memory per item: dictionary", String(format: "%.0f B", d))
+        report.add("memory per item: MemoryStorage", String(format: "%.0f B", e), d > 0 ? String(format: "%.1f× dictionary", e / d) : "")
+    }
+    withExtendedLifetime((plain, big)) {}
+}
