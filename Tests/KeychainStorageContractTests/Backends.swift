@@ -1,5 +1,6 @@
 import Foundation
 import KeychainEngine
+import KeychainFile
 
 /// A storage under test, made fresh for each test.
 struct Backend: Sendable, CustomTestStringConvertible {
@@ -10,6 +11,10 @@ struct Backend: Sendable, CustomTestStringConvertible {
     /// Every storage Keystone ships. Each runs the whole contract suite.
     static let all: [Backend] = [
         Backend(name: "memory") { MemoryStorage() },
+        Backend(name: "keychain file") {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-contract-\(UUID().uuidString)")
+            return try KeychainFile.create(at: directory.appendingPathComponent("test.keychain-db").path, password: "pw")
+        },
     ]
 }
 

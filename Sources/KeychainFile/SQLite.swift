@@ -1,0 +1,144 @@
+import CSQLite
+import Foundation
+import KeychainEngine
+
+// The only file that touches SQLite's C API.
+
+/// A SQLite failure, with SQLite's result code.
+struct SQLiteError: Error, CustomStringConvertible {
+    let code: Int32
+    let message: String
+    var description: String { "SQLite error \(code): \(message)" }
+
+    /// The keychain status a storage failure surfaces as.
+    var engineError: EngineError {
+        switch code & 0xFF {
+        case SQLITE_BUSY, SQLITE_LOCKED: return EngineError(Status.interactionNotAllowed, "the keychain file stayed busy")
+        case SQLITE_FULL: return EngineError(Status.diskFull, "the disk is full")
+        case SQLITE_READONLY, SQLITE_PERM, SQLITE_CANTOPEN: return EngineError(Status.wrPerm, "the keychain file cannot be written")
+        case SQLITE_NOTADB, SQLITE_CORRUPT: return EngineError(Status.invalidKeychain, "the file is not a valid keychain")
+        case SQLITE_CONSTRAINT: return EngineError(Status.duplicateItem, "an item with the same primary key exists")
+        default: return EngineError(Status.io, "keychain file I/O failed (SQLite \(code))")
+        }
+    }
+}
+
+/// One connection to a SQLite database. Not thread-safe: its owner serialises access.
+final class SQLiteConnection {
+    private var db: OpaquePointer?
+    private var cache: [String: SQLiteStatement] = [:]
+
+    init(path: String, create: Bool) throws {
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0)
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close_v2(db)
+            db = nil
+            throw SQLiteError(code: rc, message: message)
+        }
+        sqlite3_busy_timeout(db, 10_000)
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        cache.removeAll()
+        sqlite3_close_v2(db)
+    }
+
+    var lastError: SQLiteError { SQLiteError(code: sqlite3_errcode(db), message: String(cString: sqlite3_errmsg(db))) }
+
+    /// Runs SQL without results.
+    func exec(_ sql: String) throws {
+        let rc = sqlite3_exec(db, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(db))) }
+    }
+
+    /// A prepared statement, cached by its SQL.
+    func statement(_ sql: String) throws -> SQLiteStatement {
+        if let cached = cache[sql] { cached.reset(); return cached }
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard rc == SQLITE_OK, let raw else { throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(db))) }
+        let statement = SQLiteStatement(raw, connection: self)
+        cache[sql] = statement
+        return statement
+    }
+
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(db) }
+    var changes: Int { Int(sqlite3_changes(db)) }
+}
+
+/// A prepared statement.
+final class SQLiteStatement {
+    private let raw: OpaquePointer
+    private unowned let connection: SQLiteConnection
+
+    init(_ raw: OpaquePointer, connection: SQLiteConnection) {
+        self.raw = raw
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(raw) }
+
+    func reset() {
+        sqlite3_reset(raw)
+        sqlite3_clear_bindings(raw)
+    }
+
+    @discardableResult
+    func bind(_ index: Int32, _ data: Data?) -> SQLiteStatement {
+        guard let data else { sqlite3_bind_null(raw, index); return self }
+        data.withUnsafeBytes { bytes in
+            // SQLITE_TRANSIENT: SQLite copies the bytes.
+            _ = sqlite3_bind_blob(raw, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count),
+                                  unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
+        }
+        return self
+    }
+
+    @discardableResult
+    func bind(_ index: Int32, _ value: Int64) -> SQLiteStatement {
+        sqlite3_bind_int64(raw, index, value)
+        return self
+    }
+
+    @discardableResult
+    func bind(_ index: Int32, _ text: String) -> SQLiteStatement {
+        sqlite3_bind_text(raw, index, text, -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
+        return self
+    }
+
+    /// Steps once: true when a row is available.
+    func step() throws -> Bool {
+        let rc = sqlite3_step(raw)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let error = SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(sqlite3_db_handle(raw))))
+            sqlite3_reset(raw)
+            throw error
+        }
+    }
+
+    /// Runs to completion.
+    func run() throws {
+        while try step() {}
+        sqlite3_reset(raw)
+    }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(raw, column) }
+
+    func data(_ column: Int32) -> Data? {
+        guard sqlite3_column_type(raw, column) != SQLITE_NULL else { return nil }
+        let count = Int(sqlite3_column_bytes(raw, column))
+        guard count > 0, let bytes = sqlite3_column_blob(raw, column) else { return Data() }
+        return Data(bytes: bytes, count: count)
+    }
+
+    func text(_ column: Int32) -> String? {
+        guard let c = sqlite3_column_text(raw, column) else { return nil }
+        return String(cString: c)
+    }
+}
