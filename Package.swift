@@ -60,6 +60,9 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: settings),
 
+        // A child process for the keychain file's crash and multi-process tests.
+        .executableTarget(name: "KeychainFileStress", dependencies: ["KeychainEngine", "KeychainFile"], path: "Tests/KeychainFileStress", swiftSettings: settings),
+
         // Speed and memory against baselines measured in the same run.
         .executableTarget(name: "KeystoneBenchmarks", dependencies: [
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
@@ -70,7 +73,7 @@ let package = Package(
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
-        .testTarget(name: "KeychainFileTests", dependencies: ["KeychainFile", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeychainFileTests", dependencies: ["KeychainFile", "KeychainEngine", "CSQLite"], swiftSettings: settings),
         .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

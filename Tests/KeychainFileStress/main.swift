@@ -1,0 +1,63 @@
+import Foundation
+import KeychainEngine
+import KeychainFile
+
+// keychain-file-stress PATH PASSWORD MODE ARGS…: a child process for KeychainFileTests.
+//   write-loop PREFIX           add PREFIX-0, PREFIX-1, … forever; print "done N" after each add returns
+//   mixed PREFIX SEED COUNT     COUNT seeded add/update/delete operations on PREFIX-0…PREFIX-19;
+//                               print "ok OP ACCOUNT VALUE" for each that succeeded
+/// Writes a line straight to standard output (one write(2): nothing is buffered when the process is killed).
+func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+func fail(_ message: String) -> Never { FileHandle.standardError.write(Data((message + "\n").utf8)); exit(2) }
+let args = CommandLine.arguments
+guard args.count >= 4 else { fail("usage: keychain-file-stress PATH PASSWORD MODE ARGS") }
+let file = try KeychainFile.open(at: args[1])
+if file.lockState != .unlocked { try file.unlock(password: args[2]) }
+let engine = KeychainEngine(storage: file)
+
+func query(_ account: String) -> KeychainQuery {
+    [Key.class: .string("genp"), Key.service: .string("stress"), Key.account: .string(account)]
+}
+
+switch args[3] {
+case "write-loop":
+    let prefix = args[4]
+    var i = 0
+    while true {
+        var q = query("\(prefix)-\(i)")
+        q[Key.valueData] = .data(Data("value-\(i)".utf8))
+        try engine.add(q)
+        emit("done \(i)")
+        i += 1
+    }
+case "mixed":
+    let prefix = args[4]
+    var state = UInt64(args[5])! | 1
+    let count = Int(args[6])!
+    func next() -> UInt64 { state ^= state << 13; state ^= state >> 7; state ^= state << 17; return state }
+    for step in 0..<count {
+        let account = "\(prefix)-\(next() % 20)"
+        let value = "v\(step)"
+        var ok = true
+        var op = ""
+        do {
+            switch next() % 3 {
+            case 0:
+                op = "add"
+                var q = query(account); q[Key.valueData] = .data(Data(value.utf8))
+                try engine.add(q)
+            case 1:
+                op = "update"
+                try engine.update(query(account), with: [Key.valueData: .data(Data(value.utf8))])
+            default:
+                op = "delete"
+                try engine.delete(query(account))
+            }
+        } catch let error as EngineError where error.status == Status.duplicateItem || error.status == Status.itemNotFound {
+            ok = false
+        }
+        if ok { emit("ok \(op) \(account) \(value)") }
+    }
+default:
+    fail("unknown mode")
+}
