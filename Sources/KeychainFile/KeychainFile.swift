@@ -61,6 +61,28 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     private var dataVersion: Int64 = -1
     private var header: Header
     private var inTransaction = false
+    /// Whether the current read transaction has started in SQLite (reads served from the cache never start one).
+    private var began = false
+    /// Decrypted search results while nothing has changed: cleared on every write here, on any commit by another
+    /// connection (PRAGMA data_version) and on every change of the keys. Holds no more than unlocked keys could decrypt.
+    private var cache: [CacheKey: [Candidate]] = [:]
+
+    private var cachingEnabled = true
+
+    /// Whether search results are kept decrypted in memory between reads while nothing changes (default true).
+    ///
+    /// - Important: The cache holds only what the keys in this process could decrypt anyway; it is emptied on
+    ///   every write, every change by another process and every lock. Turn it off to keep decrypted items in
+    ///   memory only for the duration of one operation, at the cost of a decryption per read.
+    public var cachesDecryptedItems: Bool {
+        get { withMutex { cachingEnabled } }
+        set { withMutex { cachingEnabled = newValue; if !newValue { cache.removeAll() } } }
+    }
+
+    private struct CacheKey: Hashable {
+        let itemClass: ItemClass
+        let constraints: [String: AttributeValue]
+    }
 
     static let formatVersion: Int64 = 1
     static let magic = "keystone-keychain"
@@ -117,7 +139,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         do {
             let db = try SQLiteConnection(path: path, create: false)
             try db.exec("PRAGMA journal_mode=WAL")
-            try db.exec("PRAGMA synchronous=FULL")
+            try configure(db)
             let master = SymmetricKey(size: .bits256)
             let kdf = KDFParameters.current()
             let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: Data("keystone-master-v1".utf8))
@@ -158,7 +180,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             throw EngineError(Status.invalidKeychain, "\(path) is not a keychain (\(error.code))")
         }
         do {
-            try db.exec("PRAGMA synchronous=FULL")
+            try configure(db)
         } catch let error as SQLiteError { throw error.engineError }
         let file = KeychainFile(path: path, db: db, header: header)
         file.loadCachedKeys()
@@ -186,6 +208,14 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
     }
 
+    /// Per-connection settings: durable commits (synchronous=FULL, set after opening), a 16 MiB page cache and
+    /// memory-mapped reads, so lookups in a large keychain do not pay a read(2) per page.
+    private static func configure(_ db: SQLiteConnection) throws {
+        try db.exec("PRAGMA synchronous=FULL")
+        try db.exec("PRAGMA cache_size=-16384")
+        try db.exec("PRAGMA mmap_size=268435456")
+    }
+
     private static func makeDirectory(_ directory: String) throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) { return }
@@ -196,7 +226,9 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         }
     }
 
-    private static let primaryKeyIndexes: [ItemClass: [String]] = [
+    /// Secondary indexes over digest columns: the usual lookups (a service and its accounts, a server, a key's tag)
+    /// stay indexed without an index per column, which would cost a WAL page per index on every durable write.
+    private static let secondaryIndexes: [ItemClass: [String]] = [
         .genericPassword: [Key.service, Key.account],
         .internetPassword: [Key.server, Key.account],
         .certificate: [Key.issuer, Key.serialNumber],
@@ -207,13 +239,12 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     private static func tableSQL(_ cls: ItemClass) -> String {
         let table = cls.rawValue
         let columns = ClassSchema.of(cls).primaryKey.map { "d_\($0) BLOB NOT NULL" }.joined(separator: ", ")
-        var sql = """
-        CREATE TABLE \(table) (rowid INTEGER PRIMARY KEY AUTOINCREMENT, pk BLOB NOT NULL UNIQUE, pkng BLOB NOT NULL, \
+        let indexed = (secondaryIndexes[cls] ?? []).map { "d_\($0)" }.joined(separator: ", ")
+        return """
+        CREATE TABLE \(table) (rowid INTEGER PRIMARY KEY AUTOINCREMENT, pk BLOB NOT NULL UNIQUE, \
         \(columns), pclass TEXT NOT NULL, wrapped BLOB NOT NULL, payload BLOB NOT NULL);
-        CREATE INDEX \(table)_pkng ON \(table)(pkng);
+        CREATE INDEX \(table)_lookup ON \(table)(\(indexed));
         """
-        for attribute in primaryKeyIndexes[cls] ?? [] { sql += "CREATE INDEX \(table)_\(attribute) ON \(table)(d_\(attribute));" }
-        return sql
     }
 
     // MARK: - Header
@@ -310,6 +341,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         withMutex {
             keys = nil
             unlockedAt = nil
+            cache.removeAll()
             KeyringCache(path: path).remove()
             try? updateHeader { $0.epoch += 1 }
             epoch = header.epoch
@@ -321,6 +353,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         withMutex {
             guard let current = keys else { return }
             keys = current.afterFirstUnlock
+            cache.removeAll()
             KeyringCache(path: path).cache(current.afterFirstUnlock, unlockedAt: unlockedAt ?? Date(), timeout: nil, full: false)
             KeyringCache(path: path).removeFull()
         }
@@ -379,6 +412,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     }
 
     private func install(_ keys: KeySet, at date: Date) {
+        cache.removeAll()
         self.keys = keys
         self.unlockedAt = date
         cache(keys, at: date)
@@ -408,11 +442,12 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// Applies the auto-lock timeout and other instances' locks. Mutex held.
     private func refresh() {
         applyTimeout()
-        guard keys != nil, !inTransaction else { return }
+        guard !inTransaction else { return }
         // Another instance's lock() bumps the epoch; PRAGMA data_version tells cheaply whether anything changed.
         if let version = try? currentDataVersion(), version != dataVersion {
             dataVersion = version
-            if let fresh = try? Self.readHeaderInTransaction(db) {
+            cache.removeAll()
+            if keys != nil, let fresh = try? Self.readHeaderInTransaction(db) {
                 header = fresh
                 if fresh.epoch != epoch { keys = nil; unlockedAt = nil; epoch = fresh.epoch }
             }
@@ -423,6 +458,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         if let timeout = header.settings.lockAfterTimeout, let since = unlockedAt, let current = keys,
            current.lockState == .unlocked, Date().timeIntervalSince(since) >= timeout {
             keys = current.afterFirstUnlock
+            cache.removeAll()
         }
     }
 
@@ -439,7 +475,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         var attempts = 0
         while true {
             do {
-                try db.exec("BEGIN IMMEDIATE")
+                try db.statement("BEGIN IMMEDIATE").run()
                 return
             } catch let error as SQLiteError where (error.code & 0xFF) == 5 /* SQLITE_BUSY */ && attempts < 50 {
                 attempts += 1
@@ -451,15 +487,15 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
         try withMutex {
             refresh()
-            do { try db.exec("BEGIN") } catch let error as SQLiteError { throw error.engineError }
             inTransaction = true
-            defer { inTransaction = false }
+            began = false
+            defer { inTransaction = false; began = false }
             do {
-                let result = try body(Transaction(file: self))
-                try db.exec("COMMIT")
+                let result = try body(Transaction(file: self, writing: false))
+                if began { try db.statement("COMMIT").run() }
                 return result
             } catch {
-                try? db.exec("ROLLBACK")
+                if began { try? db.statement("ROLLBACK").run() }
                 if let sqlite = error as? SQLiteError { throw sqlite.engineError }
                 throw error
             }
@@ -469,51 +505,69 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
         try withMutex {
             refresh()
+            cache.removeAll()
             do { try beginImmediate() } catch let error as SQLiteError { throw error.engineError }
             inTransaction = true
-            defer { inTransaction = false }
+            began = true
+            defer { inTransaction = false; began = false; cache.removeAll() }
             do {
-                let result = try body(Transaction(file: self))
-                try db.exec("COMMIT")
+                let result = try body(Transaction(file: self, writing: true))
+                try db.statement("COMMIT").run()
                 return result
             } catch {
-                try? db.exec("ROLLBACK")
+                try? db.statement("ROLLBACK").run()
                 if let sqlite = error as? SQLiteError { throw sqlite.engineError }
                 throw error
             }
         }
     }
 
+    /// Starts the SQLite read transaction on first use.
+    private func ensureBegun() throws {
+        if !began {
+            try db.statement("BEGIN").run()
+            began = true
+        }
+    }
+
+    private func cached(_ key: CacheKey, writing: Bool, _ load: () throws -> [Candidate]) throws -> [Candidate] {
+        guard !writing, cachingEnabled, keys != nil else { try ensureBegun(); return try load() }
+        if let hit = cache[key] { return hit }
+        try ensureBegun()
+        let rows = try load()
+        if cache.count >= 4_096 { cache.removeAll() }
+        cache[key] = rows
+        return rows
+    }
+
     // MARK: - Rows (mutex held, inside a transaction)
 
     private struct Digests {
         var pk: Data
-        var pkng: Data
         var columns: [(String, Data)]
     }
 
-    private func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: SymmetricKey) -> Data {
+    private func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
         var bytes = Data("\(cls.rawValue)\u{0}\(attribute)\u{0}".utf8)
         RowCodec.write(value, to: &bytes)
-        return Sealing.digest(bytes, key: index)
+        return Sealing.digest(bytes, mac: index)
     }
 
-    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], skipping: String?, _ index: SymmetricKey) -> Data {
+    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>) -> Data {
         let schema = ClassSchema.of(cls)
-        var bytes = Data("\(cls.rawValue)\u{0}\(skipping == nil ? "pk" : "pkng")".utf8)
-        for key in schema.primaryKey where key != skipping {
+        var bytes = Data("\(cls.rawValue)\u{0}pk".utf8)
+        for key in schema.primaryKey {
             bytes.append(0)
             bytes.append(contentsOf: key.utf8)
             RowCodec.write(attributes[key] ?? schema.attributes[key]!.type.emptyValue, to: &bytes)
         }
-        return Sealing.digest(bytes, key: index)
+        return Sealing.digest(bytes, mac: index)
     }
 
-    private func digests(of item: StoredItem, _ index: SymmetricKey) -> Digests {
+    private func digests(of item: StoredItem, _ index: HMAC<SHA256>) -> Digests {
         let schema = ClassSchema.of(item.itemClass)
         return Digests(
-            pk: compositeDigest(item.itemClass, item.attributes, skipping: nil, index),
-            pkng: compositeDigest(item.itemClass, item.attributes, skipping: Key.accessGroup, index),
+            pk: compositeDigest(item.itemClass, item.attributes, index),
             columns: schema.primaryKey.map { key in
                 (key, digest(item.itemClass, key, item.attributes[key] ?? schema.attributes[key]!.type.emptyValue, index))
             })
@@ -543,17 +597,14 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         let statement: SQLiteStatement
         if constraints.count == schema.primaryKey.count {
             statement = try db.statement("\(select) WHERE pk = ?1")
-            statement.bind(1, compositeDigest(cls, constraints, skipping: nil, keys.index))
-        } else if constraints.count == schema.primaryKey.count - 1 && constraints[Key.accessGroup] == nil {
-            statement = try db.statement("\(select) WHERE pkng = ?1 ORDER BY rowid")
-            statement.bind(1, compositeDigest(cls, constraints, skipping: Key.accessGroup, keys.index))
+            statement.bind(1, compositeDigest(cls, constraints, keys.indexMAC))
         } else {
             let ordered = constraints.keys.sorted()
             let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
             let sql = conditions.isEmpty ? "\(select) ORDER BY rowid" : "\(select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY rowid"
             statement = try db.statement(sql)
             for (offset, key) in ordered.enumerated() {
-                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.index))
+                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC))
             }
         }
         var rows: [Candidate] = []
@@ -597,7 +648,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         guard let classKey = keys.classKeys[protection] else {
             throw EngineError.interactionNotAllowed("the item's protection class is locked")
         }
-        let digests = digests(of: item, keys.index)
+        let digests = digests(of: item, keys.indexMAC)
         let aad = Self.aad(item.itemClass, protection.rawValue, digests.pk)
         let itemKey = SymmetricKey(size: .bits256)
         let wrapped = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: aad)
@@ -611,10 +662,10 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         let (digests, pclass, wrapped, payload) = try sealed(item)
         let table = item.itemClass.rawValue
         let columns = digests.columns.map { "d_\($0.0)" }
-        let placeholders = (0..<(columns.count + 5)).map { "?\($0 + 1)" }.joined(separator: ", ")
-        let statement = try db.statement("INSERT INTO \(table) (pk, pkng, pclass, wrapped, payload, \(columns.joined(separator: ", "))) VALUES (\(placeholders))")
-        statement.bind(1, digests.pk).bind(2, digests.pkng).bind(3, pclass).bind(4, wrapped).bind(5, payload)
-        for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column.1) }
+        let placeholders = (0..<(columns.count + 4)).map { "?\($0 + 1)" }.joined(separator: ", ")
+        let statement = try db.statement("INSERT INTO \(table) (pk, pclass, wrapped, payload, \(columns.joined(separator: ", "))) VALUES (\(placeholders))")
+        statement.bind(1, digests.pk).bind(2, pclass).bind(3, wrapped).bind(4, payload)
+        for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 5), column.1) }
         do { try statement.run() } catch let error as SQLiteError where (error.code & 0xFF) == 19 /* SQLITE_CONSTRAINT */ {
             throw EngineError.duplicateItem("an item with the same primary key exists")
         }
@@ -624,10 +675,10 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     fileprivate func replace(_ item: StoredItem) throws {
         let (digests, pclass, wrapped, payload) = try sealed(item)
         let table = item.itemClass.rawValue
-        let assignments = digests.columns.enumerated().map { "d_\($0.element.0) = ?\($0.offset + 7)" }.joined(separator: ", ")
-        let statement = try db.statement("UPDATE \(table) SET pk = ?2, pkng = ?3, pclass = ?4, wrapped = ?5, payload = ?6, \(assignments) WHERE rowid = ?1")
-        statement.bind(1, item.rowID).bind(2, digests.pk).bind(3, digests.pkng).bind(4, pclass).bind(5, wrapped).bind(6, payload)
-        for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 7), column.1) }
+        let assignments = digests.columns.enumerated().map { "d_\($0.element.0) = ?\($0.offset + 6)" }.joined(separator: ", ")
+        let statement = try db.statement("UPDATE \(table) SET pk = ?2, pclass = ?3, wrapped = ?4, payload = ?5, \(assignments) WHERE rowid = ?1")
+        statement.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload)
+        for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column.1) }
         do { try statement.run() } catch let error as SQLiteError where (error.code & 0xFF) == 19 {
             throw EngineError.duplicateItem("an item with the same primary key exists")
         }
@@ -641,11 +692,18 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
 
     private final class Transaction: StorageWriter {
         let file: KeychainFile
-        init(file: KeychainFile) { self.file = file }
+        let writing: Bool
+        init(file: KeychainFile, writing: Bool) { self.file = file; self.writing = writing }
         func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate] {
-            try file.candidates(itemClass, constraints)
+            try file.cached(CacheKey(itemClass: itemClass, constraints: constraints), writing: writing) {
+                try file.candidates(itemClass, constraints)
+            }
         }
-        func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? { try file.candidate(itemClass, rowID) }
+        func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? {
+            try file.cached(CacheKey(itemClass: itemClass, constraints: ["#rowid": .number(rowID)]), writing: writing) {
+                try file.candidate(itemClass, rowID).map { [$0] } ?? []
+            }.first
+        }
         func insert(_ item: StoredItem) throws -> Int64 { try file.insert(item) }
         func replace(_ item: StoredItem) throws { try file.replace(item) }
         func delete(in itemClass: ItemClass, rowID: Int64) throws { try file.delete(itemClass, rowID) }

@@ -54,20 +54,27 @@ struct KeySet {
     var master: SymmetricKey?
     var classKeys: [ProtectionClass: SymmetricKey]
     /// The key of the primary-key digests (HMAC-SHA256): present whenever any class key is.
-    var index: SymmetricKey
+    var index: SymmetricKey {
+        didSet { indexMAC = HMAC<SHA256>(key: index) }
+    }
+    /// An HMAC keyed with `index`, copied for each digest (keying an HMAC costs more than using it).
+    private(set) var indexMAC: HMAC<SHA256>
 
     init(master: SymmetricKey) {
         self.master = master
         var keys: [ProtectionClass: SymmetricKey] = [:]
         for cls in ProtectionClass.allCases { keys[cls] = Self.derive(master, "class-\(cls.rawValue)") }
         classKeys = keys
-        index = Self.derive(master, "index")
+        let index = Self.derive(master, "index")
+        self.index = index
+        indexMAC = HMAC<SHA256>(key: index)
     }
 
     init(classKeys: [ProtectionClass: SymmetricKey], index: SymmetricKey) {
         self.master = nil
         self.classKeys = classKeys
         self.index = index
+        indexMAC = HMAC<SHA256>(key: index)
     }
 
     private static func derive(_ master: SymmetricKey, _ info: String) -> SymmetricKey {
@@ -116,6 +123,7 @@ struct KeySet {
         self.master = master
         self.classKeys = keys
         self.index = SymmetricKey(data: index)
+        indexMAC = HMAC<SHA256>(key: self.index)
     }
 }
 
@@ -129,8 +137,10 @@ enum Sealing {
         try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
     }
 
-    static func digest(_ bytes: Data, key: SymmetricKey) -> Data {
-        Data(HMAC<SHA256>.authenticationCode(for: bytes, using: key))
+    static func digest(_ bytes: Data, mac template: HMAC<SHA256>) -> Data {
+        var mac = template
+        mac.update(data: bytes)
+        return Data(mac.finalize())
     }
 }
 

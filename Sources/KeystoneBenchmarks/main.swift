@@ -8,6 +8,10 @@ let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
 var report = Report()
 
+if CommandLine.arguments.contains("--profile-file-misses") {
+    profileFileMisses()
+    exit(0)
+}
 print("Keystone benchmarks (\(quick ? "quick" : "full") run)\n")
 runFootprint(&report, scale: scale)
 runMemoryBenchmarks(&report, scale: scale)
