@@ -172,6 +172,22 @@ struct KeychainFileLifecycleTests {
         #expect(try KeychainFile.open(at: path).lockState == .locked)
     }
 
+    @Test("a cached read never hides another instance's write or delete")
+    func cacheFollowsOtherWriters() throws {
+        let path = TempDir().path()
+        let first = try KeychainFile.create(at: path, password: "pw")
+        let reader = KeychainEngine(storage: first)
+        try reader.add(genp("svc", "a", [Key.valueData: .data(Data("one".utf8))]))
+        #expect(try reader.secret("svc", "a") == "one")  // now cached
+        let second = try KeychainFile.open(at: path)
+        if second.lockState != .unlocked { try second.unlock(password: "pw") }
+        let writer = KeychainEngine(storage: second)
+        try writer.update(genp("svc", "a"), with: [Key.valueData: .data(Data("two".utf8))])
+        #expect(try reader.secret("svc", "a") == "two")
+        try writer.delete(genp("svc", "a"))
+        #expect(fileStatus { _ = try reader.secret("svc", "a") } == Status.itemNotFound)
+    }
+
     @Test("delete removes the file and its WAL; a missing keychain is errSecNoSuchKeychain")
     func deletion() throws {
         let path = TempDir().path()
