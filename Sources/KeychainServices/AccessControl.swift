@@ -1,0 +1,61 @@
+#if !canImport(Darwin)
+import Foundation
+import KeychainEngine
+
+/// The authentication an item's secret needs, with Apple's raw values.
+public struct SecAccessControlCreateFlags: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+
+    public static let userPresence = SecAccessControlCreateFlags(rawValue: 1 << 0)
+    public static let biometryAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
+    @available(*, deprecated, renamed: "biometryAny")
+    public static let touchIDAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
+    public static let biometryCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
+    @available(*, deprecated, renamed: "biometryCurrentSet")
+    public static let touchIDCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
+    public static let devicePasscode = SecAccessControlCreateFlags(rawValue: 1 << 4)
+    public static let watch = SecAccessControlCreateFlags(rawValue: 1 << 5)
+    public static let companion = SecAccessControlCreateFlags(rawValue: 1 << 5)
+    public static let or = SecAccessControlCreateFlags(rawValue: 1 << 14)
+    public static let and = SecAccessControlCreateFlags(rawValue: 1 << 15)
+    public static let privateKeyUsage = SecAccessControlCreateFlags(rawValue: 1 << 30)
+    public static let applicationPassword = SecAccessControlCreateFlags(rawValue: 1 << 31)
+}
+
+/// An access control object (`kSecAttrAccessControl`): an accessibility and the authentication the secret needs.
+public final class SecAccessControl: NSObject, Sendable {
+    /// The engine's value for this access control.
+    public let accessControl: AccessControl
+
+    public init(_ accessControl: AccessControl) {
+        self.accessControl = accessControl
+    }
+
+    public override func isEqual(_ object: Any?) -> Bool {
+        (object as? SecAccessControl)?.accessControl == accessControl
+    }
+
+    public override var hash: Int { accessControl.hashValue }
+
+    public override var description: String {
+        "<SecAccessControl protection: \(accessControl.accessibility.rawValue), flags: 0x\(String(accessControl.flags.rawValue, radix: 16))>"
+    }
+}
+
+/// Creates an access control from a protection class (`kSecAttrAccessible…`) and flags.
+///
+/// `protection` is `Any` here (Apple: `CFTypeRef`) because the accessibility constants are Swift strings on this platform.
+///
+/// - Returns: nil, with `error` set (errSecParam), when `protection` is not one of the accessibility constants.
+public func SecAccessControlCreateWithFlags(_ allocator: CFAllocator?, _ protection: Any,
+                                            _ flags: SecAccessControlCreateFlags,
+                                            _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecAccessControl? {
+    guard let raw = (protection as? String), let accessibility = Accessibility(rawValue: raw) else {
+        error?.pointee = Unmanaged.passRetained(NSError(domain: "NSOSStatusErrorDomain", code: Int(Status.param),
+                                                        userInfo: [NSLocalizedDescriptionKey: "invalid protection class for an access control"]))
+        return nil
+    }
+    return SecAccessControl(AccessControl(accessibility: accessibility, flags: AccessControlFlags(rawValue: flags.rawValue)))
+}
+#endif

@@ -1,0 +1,61 @@
+import Foundation
+
+/// The four keychain operations, as Apple's `SecItemAdd`, `SecItemCopyMatching`, `SecItemUpdate` and
+/// `SecItemDelete` define them: what ``Keychain`` is built on.
+///
+/// Queries are SecItem dictionaries in typed form (`KeychainQuery`): Apple's raw key strings
+/// (`"class"`, `"svce"`, `"acct"`, `"r_Data"` …, constants in `Key`) to `KeychainValue`s.
+///
+/// The contract every store keeps (reference `keychain-semantics.md` §3–§4):
+///
+/// - ``add(_:)`` inserts one item. An item whose primary key (class, access group, synchronizable and,
+///   for generic passwords, service + account) already exists fails with `errSecDuplicateItem`
+///   (-25299), whatever its other attributes. Without return keys the result is nil.
+/// - ``copyMatching(_:)`` finds items; the match limit is One unless `m_Limit` says otherwise. No
+///   match fails with `errSecItemNotFound` (-25300), also with limit All (never an empty array).
+///   Shapes: no return key → nil; only `r_Data` → `ItemResult.data(_:)`; `r_Attributes` or several
+///   return keys → `ItemResult.attributes(_:)`; a limit above one → `ItemResult.array(_:)`.
+///   Attributes-only queries never show an authentication prompt.
+/// - ``update(_:with:)`` changes every match (there is no limit). The attributes to update hold
+///   attributes and `v_Data` only. No match → `errSecItemNotFound`.
+/// - `delete(_:)` removes every match. No match → `errSecItemNotFound`.
+/// - An item not available in the current lock state fails with `errSecInteractionNotAllowed`
+///   (-25308) and is left intact.
+///
+/// Errors are thrown as ``KeychainError``. `KeychainEngine` conforms as it is and throws
+/// `EngineError`; ``Keychain`` converts both (``KeychainError/init(converting:)``), and
+/// `catch KeychainError.itemNotFound` matches either.
+///
+/// Conformers: ``SystemKeychain`` (the platform keychain), `KeychainEngine`, and the test doubles
+/// of `KeystoneTesting` (`InMemoryKeychain`).
+public protocol KeychainStore: Sendable {
+    /// `SecItemAdd`: inserts one item described by `attributes` (class, attributes, `v_Data`).
+    ///
+    /// - Returns: nil without return keys; otherwise what ``copyMatching(_:)`` would return for the new item.
+    /// - Throws: ``KeychainError`` with `errSecDuplicateItem`, `errSecParam`, `errSecNoSuchAttr`,
+    ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`.
+    func add(_ attributes: KeychainQuery) throws -> ItemResult?
+
+    /// `SecItemCopyMatching`: finds items and returns them in the shape the return keys ask for.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`,
+    ///   `errSecUserCanceled`, `errSecAuthFailed`, `errSecParam`, `errSecMissingEntitlement`.
+    func copyMatching(_ query: KeychainQuery) throws -> ItemResult?
+
+    /// `SecItemUpdate`: changes every item matching `query` with the attributes and `v_Data` in `with`.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`,
+    ///   `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`.
+    func update(_ query: KeychainQuery, with: KeychainQuery) throws
+
+    /// `SecItemDelete`: removes every item matching `query`.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecItemNotFound`, `errSecParam`, `errSecInteractionNotAllowed`,
+    ///   `errSecMissingEntitlement`.
+    func delete(_ query: KeychainQuery) throws
+}
+
+/// The engine is a store as it is: its `add`, `copyMatching`, `update(_:with:)` and `delete` are the
+/// four operations. They throw `EngineError`, which ``Keychain`` converts to ``KeychainError``
+/// (same status and reason), and which `catch KeychainError.itemNotFound` patterns also match.
+extension KeychainEngine: KeychainStore {}
