@@ -1,1 +1,56 @@
-print("keystone: not yet built")
+import ArgumentParser
+import Foundation
+
+/// `keystone`: macOS `security`'s keychain verbs over Keystone's encrypted keychain files.
+struct KeystoneTool: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keystone",
+        abstract: "Manage keychains and their passwords, with the verbs of macOS `security`.",
+        discussion: """
+        Keychains are files: a name without '/' means $XDG_DATA_HOME/keystone/NAME.keychain-db \
+        (~/.local/share/keystone when XDG_DATA_HOME is unset); the default keychain is $KEYSTONE_KEYCHAIN, \
+        else the one set with `default-keychain -s`, else login.keychain-db, created on first use. \
+        Errors print `keystone: <function>: <message>` and exit with the low byte of the OSStatus \
+        (item not found: 44, duplicate item: 45, keychain locked: 36); usage errors exit 2.
+        """,
+        subcommands: [
+            CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self, SetKeychainSettings.self,
+            SetKeychainPassword.self, ShowKeychainInfo.self, ListKeychains.self, DefaultKeychain.self, DumpKeychain.self,
+            AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
+            AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
+        ])
+}
+
+/// Per verb: the single-letter options that take a value, and those that prompt when given last without one.
+let optionTable: [String: (values: Set<Character>, prompts: Set<Character>)] = [
+    "create-keychain": (["p"], ["p"]),
+    "unlock-keychain": (["p"], ["p"]),
+    "set-keychain-settings": (["t"], []),
+    "set-keychain-password": (["o", "p"], ["p"]),
+    "list-keychains": (["d"], []),
+    "default-keychain": (["d", "s"], []),
+    "add-generic-password": (["a", "s", "w", "X", "l", "j", "D", "G", "c", "C", "T"], ["w"]),
+    "find-generic-password": (["a", "s", "l", "j", "D", "G", "c", "C"], []),
+    "delete-generic-password": (["a", "s", "l", "j", "D", "G", "c", "C"], []),
+    "add-internet-password": (["a", "s", "w", "X", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t", "T"], ["w"]),
+    "find-internet-password": (["a", "s", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t"], []),
+    "delete-internet-password": (["a", "s", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t"], []),
+]
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+if let verb = arguments.first, let spec = optionTable[verb] {
+    arguments = [verb] + normalize(Array(arguments.dropFirst()), valueOptions: spec.values, promptOptions: spec.prompts)
+}
+
+do {
+    var command = try KeystoneTool.parseAsRoot(arguments)
+    try command.run()
+} catch let failure as ToolFailure {
+    writeErr(failure.message + "\n")
+    exit(failure.exitCode)
+} catch {
+    if KeystoneTool.exitCode(for: error) == .success { KeystoneTool.exit(withError: error) }  // --help
+    writeErr(KeystoneTool.fullMessage(for: error) + "\n")
+    if arguments.isEmpty { writeErr(KeystoneTool.helpMessage(for: KeystoneTool.self) + "\n") }
+    exit(2)
+}

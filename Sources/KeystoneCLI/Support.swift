@@ -1,0 +1,278 @@
+import Foundation
+import KeychainEngine
+import KeychainFile
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failure the tool reports as `keystone: <function>: <message>` and exits with the status's low byte.
+struct ToolFailure: Error {
+    let function: String
+    let status: Int32
+    var exitCode: Int32 { Int32(UInt8(truncatingIfNeeded: status)) }
+    var message: String { "keystone: \(function): \(Status.message(for: status))" }
+}
+
+/// Runs a keychain call, turning an `EngineError` into a ``ToolFailure`` naming `function` (as `security` does).
+func call<T>(_ function: String, _ body: () throws -> T) throws -> T {
+    do { return try body() } catch let error as EngineError { throw ToolFailure(function: function, status: error.status) }
+}
+
+func writeErr(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+func writeOut(_ text: String) { FileHandle.standardOutput.write(Data(text.utf8)) }
+
+// MARK: - Keychain locations
+
+/// Where the tool keeps its search list and default keychain: `$XDG_CONFIG_HOME/keystone`, else `~/.config/keystone`.
+enum ToolConfig {
+    static var directory: String {
+        let env = ProcessInfo.processInfo.environment
+        if let xdg = env["XDG_CONFIG_HOME"], !xdg.isEmpty { return xdg + "/keystone" }
+        return (env["HOME"] ?? NSHomeDirectory()) + "/.config/keystone"
+    }
+
+    static func read(_ name: String) -> [String] {
+        guard let text = try? String(contentsOfFile: directory + "/" + name, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+    }
+
+    static func write(_ name: String, _ lines: [String]) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/" + name, atomically: true, encoding: .utf8)
+    }
+
+    /// The default keychain: `$KEYSTONE_KEYCHAIN`, else the one set with `default-keychain -s`, else the login keychain.
+    static var defaultKeychain: String {
+        if let env = ProcessInfo.processInfo.environment["KEYSTONE_KEYCHAIN"], !env.isEmpty { return env }
+        return read("default-keychain").first ?? KeychainFile.defaultPath
+    }
+
+    /// The search list: set with `list-keychains -s`, else the default keychain alone.
+    static var searchList: [String] {
+        let list = read("search-list")
+        return list.isEmpty ? [defaultKeychain] : list
+    }
+}
+
+/// A keychain argument as a path: a name without `/` lives in the keychain directory (`.keychain-db` added
+/// when it has no keychain extension); anything with a `/` is a path.
+func resolveKeychain(_ argument: String) -> String {
+    if argument.contains("/") { return URL(fileURLWithPath: argument).standardizedFileURL.path }
+    let name = argument.hasSuffix(".keychain-db") || argument.hasSuffix(".keychain") ? argument : argument + ".keychain-db"
+    return KeychainFile.keychainDirectory + "/" + name
+}
+
+/// Opens a keychain; the default one is created on first use (with a one-time note about its empty password).
+func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -> KeychainFile {
+    if path == ToolConfig.defaultKeychain && path == KeychainFile.defaultPath {
+        let (file, created) = try call(function) { try KeychainFile.openDefault() }
+        if created {
+            writeErr("keystone: created the default keychain \"\(path)\" with an empty password: it is protected only by its file permissions. Set a password with `keystone set-keychain-password`.\n")
+        }
+        return file
+    }
+    return try call(function) { try KeychainFile.open(at: path) }
+}
+
+// MARK: - Secrets from the terminal or standard input
+
+/// Reads a secret: from the terminal without echo when standard input is one, else one line of standard input.
+func readSecret(prompt: String) -> String {
+    if isatty(STDIN_FILENO) == 1 {
+        writeErr(prompt)
+        var saved = termios()
+        tcgetattr(STDIN_FILENO, &saved)
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+            writeErr("\n")
+        }
+        return readLine(strippingNewline: true) ?? ""
+    }
+    return readLine(strippingNewline: true) ?? ""
+}
+
+// MARK: - Printing items as `security` does
+
+/// Bytes as `security` shows them: `"text"` when printable, else `0xHEX  "escaped"`.
+func securityQuoted(_ data: Data) -> String {
+    if let text = String(data: data, encoding: .utf8), isPrintable(data) { return "\"\(text)\"" }
+    return "0x" + data.map { String(format: "%02X", $0) }.joined() + "  \"" + escaped(data) + "\""
+}
+
+func isPrintable(_ data: Data) -> Bool {
+    guard let text = String(data: data, encoding: .utf8) else { return false }
+    return text.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
+}
+
+func escaped(_ data: Data) -> String {
+    data.map { byte -> String in
+        if byte >= 0x20 && byte < 0x7F && byte != UInt8(ascii: "\\") && byte != UInt8(ascii: "\"") { return String(UnicodeScalar(byte)) }
+        return String(format: "\\%03o", byte)
+    }.joined()
+}
+
+/// The secret as `-w` prints it: the text, or lowercase hex when it is not printable.
+func passwordForW(_ data: Data) -> String {
+    isPrintable(data) ? String(decoding: data, as: UTF8.self) : data.map { String(format: "%02x", $0) }.joined()
+}
+
+func timedate(_ date: Date) -> String {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "UTC")
+    formatter.dateFormat = "yyyyMMddHHmmss'Z'"
+    let text = formatter.string(from: date)
+    let hex = (Array(text.utf8) + [0]).map { String(format: "%02X", $0) }.joined()
+    return "0x\(hex)  \"\(text)\\000\""
+}
+
+func fourCharCode(_ n: Int64) -> String {
+    let bytes = (0..<4).map { UInt8(truncatingIfNeeded: n >> (24 - 8 * $0)) }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// The attribute block `security find-*-password` prints.
+func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
+    let cls = attributes[Key.class]?.stringValue ?? "genp"
+    func blob(_ key: String) -> String {
+        switch attributes[key] {
+        case .string(let s)?: return securityQuoted(Data(s.utf8))
+        case .data(let d)?: return securityQuoted(d)
+        default: return "<NULL>"
+        }
+    }
+    func uint32(_ key: String, fourChar: Bool = false) -> String {
+        guard let n = attributes[key]?.integerValue, n != 0 || !fourChar else { return "<NULL>" }
+        return fourChar ? "\"\(fourCharCode(n))\"" : String(format: "0x%08X ", UInt32(truncatingIfNeeded: n))
+    }
+    func sint32(_ key: String) -> String {
+        guard let b = attributes[key]?.boolValue else { return "<NULL>" }
+        return String(format: "0x%08X ", b ? 1 : 0)
+    }
+    func date(_ key: String) -> String {
+        if case .date(let d)? = attributes[key] { return timedate(d) }
+        return "<NULL>"
+    }
+    var lines = ["keychain: \"\(keychain)\"", "version: 512", "class: \"\(cls)\"", "attributes:"]
+    lines.append("    0x00000007 <blob>=\(blob(Key.label))")
+    lines.append("    0x00000008 <blob>=<NULL>")
+    lines.append("    \"acct\"<blob>=\(blob(Key.account))")
+    if cls == "inet" {
+        let atyp = attributes[Key.authenticationType]?.stringValue.map { "\"\($0)\"" } ?? "<NULL>"
+        lines.append("    \"atyp\"<blob>=\(atyp)")
+    }
+    lines.append("    \"cdat\"<timedate>=\(date(Key.creationDate))")
+    lines.append("    \"crtr\"<uint32>=\(uint32(Key.creator, fourChar: true))")
+    lines.append("    \"cusi\"<sint32>=<NULL>")
+    lines.append("    \"desc\"<blob>=\(blob(Key.description))")
+    if cls == "genp" { lines.append("    \"gena\"<blob>=\(blob(Key.generic))") }
+    lines.append("    \"icmt\"<blob>=\(blob(Key.comment))")
+    lines.append("    \"invi\"<sint32>=\(sint32(Key.isInvisible))")
+    lines.append("    \"mdat\"<timedate>=\(date(Key.modificationDate))")
+    lines.append("    \"nega\"<sint32>=\(sint32(Key.isNegative))")
+    if cls == "inet" {
+        lines.append("    \"path\"<blob>=\(blob(Key.path))")
+        lines.append("    \"port\"<uint32>=\(uint32(Key.port))")
+    }
+    lines.append("    \"prot\"<blob>=<NULL>")
+    if cls == "inet" {
+        let ptcl = attributes[Key.protocol]?.stringValue.map { "\"\($0)\"" } ?? "<NULL>"
+        lines.append("    \"ptcl\"<uint32>=\(ptcl)")
+    }
+    lines.append("    \"scrp\"<sint32>=<NULL>")
+    if cls == "inet" {
+        lines.append("    \"sdmn\"<blob>=\(blob(Key.securityDomain))")
+        lines.append("    \"srvr\"<blob>=\(blob(Key.server))")
+    } else {
+        lines.append("    \"svce\"<blob>=\(blob(Key.service))")
+    }
+    lines.append("    \"type\"<uint32>=\(uint32(Key.type, fourChar: true))")
+    return lines.joined(separator: "\n") + "\n"
+}
+
+/// The JSON form of an item (`--json`): attributes by their four-character names; the secret only when asked.
+func jsonObject(_ attributes: KeychainQuery, keychain: String, secret: Data?) -> [String: Any] {
+    var object: [String: Any] = ["keychain": keychain, "class": attributes[Key.class]?.stringValue ?? "genp"]
+    var fields: [String: Any] = [:]
+    let iso = ISO8601DateFormatter()
+    for (key, value) in attributes where key != Key.valueData && key != Key.class && key != Key.valuePersistentRef {
+        switch value {
+        case .string(let s): fields[key] = s
+        case .data(let d): fields[key] = isPrintable(d) ? String(decoding: d, as: UTF8.self) : d.base64EncodedString()
+        case .number(let n): fields[key] = n
+        case .double(let d): fields[key] = d
+        case .bool(let b): fields[key] = b
+        case .date(let d): fields[key] = iso.string(from: d)
+        case .accessControl(let ac): fields[key] = ["accessibility": ac.accessibility.rawValue, "flags": ac.flags.rawValue]
+        case .authenticationContext: continue
+        }
+    }
+    object["attributes"] = fields
+    if let secret { object["password"] = isPrintable(secret) ? String(decoding: secret, as: UTF8.self) : secret.map { String(format: "%02x", $0) }.joined() }
+    return object
+}
+
+func printJSON(_ value: Any) {
+    if let data = try? JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys]) {
+        writeOut(String(decoding: data, as: UTF8.self) + "\n")
+    }
+}
+
+// MARK: - Argument normalisation (getopt habits that ArgumentParser does not share)
+
+/// Rewrites `security`-style arguments for ArgumentParser:
+/// - a group of short options such as `-lut 21600` becomes `-l -u -t 21600`;
+/// - `-w` (or `-p` for keychain passwords) as the last argument, with no value, becomes `--prompt-password`,
+///   so the secret is prompted for (or read from standard input).
+func normalize(_ arguments: [String], valueOptions: Set<Character>, promptOptions: Set<Character>) -> [String] {
+    var out: [String] = []
+    var index = 0
+    while index < arguments.count {
+        let argument = arguments[index]
+        if argument == "--" { out.append(contentsOf: arguments[index...]); break }
+        if argument.hasPrefix("-"), !argument.hasPrefix("--"), argument.count >= 2 {
+            let letters = Array(argument.dropFirst())
+            if letters.count == 1, promptOptions.contains(letters[0]), index == arguments.count - 1 {
+                out.append("--prompt-password")
+                index += 1
+                continue
+            }
+            if letters.count > 1, letters.allSatisfy({ $0.isLetter }), !valueOptions.contains(letters[0]) {
+                // Split `-lut` into `-l -u -t`; a value option ends the group (its value is the next argument
+                // or the rest of the group, as getopt reads `-t21600`).
+                for (offset, letter) in letters.enumerated() {
+                    out.append("-\(letter)")
+                    if valueOptions.contains(letter) {
+                        let rest = String(letters[(offset + 1)...])
+                        if !rest.isEmpty { out.append(rest) }
+                        break
+                    }
+                }
+                index += 1
+                continue
+            }
+            if letters.count > 1, valueOptions.contains(letters[0]), letters.count > 1 {
+                out.append("-\(letters[0])")
+                out.append(String(letters.dropFirst()))
+                index += 1
+                continue
+            }
+            out.append(argument)
+            if letters.count == 1, valueOptions.contains(letters[0]), index + 1 < arguments.count {
+                out.append(arguments[index + 1])
+                index += 2
+                continue
+            }
+            index += 1
+            continue
+        }
+        out.append(argument)
+        index += 1
+    }
+    return out
+}
