@@ -38,6 +38,10 @@ let optionTable: [String: (values: Set<Character>, prompts: Set<Character>)] = [
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.isEmpty {
+    writeErr(KeystoneTool.helpMessage(for: KeystoneTool.self) + "\n")
+    exit(2)
+}
 if let verb = arguments.first, let spec = optionTable[verb] {
     arguments = [verb] + normalize(Array(arguments.dropFirst()), valueOptions: spec.values, promptOptions: spec.prompts)
 }
@@ -51,6 +55,5 @@ do {
 } catch {
     if KeystoneTool.exitCode(for: error) == .success { KeystoneTool.exit(withError: error) }  // --help
     writeErr(KeystoneTool.fullMessage(for: error) + "\n")
-    if arguments.isEmpty { writeErr(KeystoneTool.helpMessage(for: KeystoneTool.self) + "\n") }
     exit(2)
 }
