@@ -134,9 +134,61 @@ enum ItemVerbs {
     }
 }
 
+// MARK: - The three verbs, once for both classes
+
+/// The attributes of one password class, as its verbs take them.
+protocol PasswordAttributes: ParsableArguments {
+    /// The class's name in verbs and help: "generic" or "internet".
+    static var kind: String { get }
+    /// The query these options describe.
+    func query() throws -> KeychainQuery
+}
+
+struct AddPassword<Attributes: PasswordAttributes>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: "add-\(Attributes.kind)-password", abstract: "Add a \(Attributes.kind) password item.")
+    }
+    @OptionGroup var attributes: Attributes
+    @OptionGroup var secret: SecretOptions
+    @Flag(name: .customShort("U"), help: "Update the item if it exists.") var update = false
+    @Option(name: .customShort("T"), help: "An application allowed to access the item (accepted; Linux has no per-application ACL).") var applications: [String] = []
+    @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
+    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
+
+    mutating func run() throws {
+        try ItemVerbs.add(try attributes.query(), secret: try secret.secret(), update: update, keychain: keychain)
+    }
+}
+
+struct FindPassword<Attributes: PasswordAttributes>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: "find-\(Attributes.kind)-password", abstract: "Find a \(Attributes.kind) password item.")
+    }
+    @OptionGroup var attributes: Attributes
+    @OptionGroup var output: FindOutput
+    @Argument(help: "Keychains to search (default: the search list).") var keychains: [String] = []
+
+    mutating func run() throws {
+        let wantsSecret = output.showPassword || output.onlyPassword
+        let (found, path) = try ItemVerbs.find(try attributes.query(), keychains: keychains, withSecret: wantsSecret)
+        ItemVerbs.printFound(found, keychain: path, output: output)
+    }
+}
+
+struct DeletePassword<Attributes: PasswordAttributes>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: "delete-\(Attributes.kind)-password", abstract: "Delete the first \(Attributes.kind) password item that matches.")
+    }
+    @OptionGroup var attributes: Attributes
+    @Argument(help: "Keychains to search (default: the search list).") var keychains: [String] = []
+
+    mutating func run() throws { try ItemVerbs.delete(try attributes.query(), keychains: keychains) }
+}
+
 // MARK: - Generic passwords
 
-struct GenericAttributes: ParsableArguments {
+struct GenericAttributes: PasswordAttributes {
+    static let kind = "generic"
     @OptionGroup var common: CommonAttributes
     @Option(name: .customShort("s"), help: "Service name.") var service: String?
     @Option(name: .customShort("G"), help: "Generic attribute value.") var generic: String?
@@ -150,44 +202,10 @@ struct GenericAttributes: ParsableArguments {
     }
 }
 
-struct AddGenericPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "add-generic-password", abstract: "Add a generic password item.")
-    @OptionGroup var attributes: GenericAttributes
-    @OptionGroup var secret: SecretOptions
-    @Flag(name: .customShort("U"), help: "Update the item if it exists.") var update = false
-    @Option(name: .customShort("T"), help: "An application allowed to access the item (accepted; Linux has no per-application ACL).") var applications: [String] = []
-    @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
-    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
-
-    mutating func run() throws {
-        try ItemVerbs.add(try attributes.query(), secret: try secret.secret(), update: update, keychain: keychain)
-    }
-}
-
-struct FindGenericPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "find-generic-password", abstract: "Find a generic password item.")
-    @OptionGroup var attributes: GenericAttributes
-    @OptionGroup var output: FindOutput
-    @Argument(help: "Keychains to search (default: the search list).") var keychains: [String] = []
-
-    mutating func run() throws {
-        let wantsSecret = output.showPassword || output.onlyPassword
-        let (found, path) = try ItemVerbs.find(try attributes.query(), keychains: keychains, withSecret: wantsSecret)
-        ItemVerbs.printFound(found, keychain: path, output: output)
-    }
-}
-
-struct DeleteGenericPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "delete-generic-password", abstract: "Delete the first generic password item that matches.")
-    @OptionGroup var attributes: GenericAttributes
-    @Argument(help: "Keychains to search (default: the search list).") var keychains: [String] = []
-
-    mutating func run() throws { try ItemVerbs.delete(try attributes.query(), keychains: keychains) }
-}
-
 // MARK: - Internet passwords
 
-struct InternetAttributes: ParsableArguments {
+struct InternetAttributes: PasswordAttributes {
+    static let kind = "internet"
     @OptionGroup var common: CommonAttributes
     @Option(name: .customShort("s"), help: "Server name.") var server: String?
     @Option(name: .customShort("r"), help: "Protocol, a four-character code (e.g. 'http', 'htps', 'ftp ').") var protocolCode: String?
@@ -215,37 +233,3 @@ struct InternetAttributes: ParsableArguments {
     }
 }
 
-struct AddInternetPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "add-internet-password", abstract: "Add an internet password item.")
-    @OptionGroup var attributes: InternetAttributes
-    @OptionGroup var secret: SecretOptions
-    @Flag(name: .customShort("U"), help: "Update the item if it exists.") var update = false
-    @Option(name: .customShort("T"), help: "An application allowed to access the item (accepted; no per-application ACL here).") var applications: [String] = []
-    @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
-    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
-
-    mutating func run() throws {
-        try ItemVerbs.add(try attributes.query(), secret: try secret.secret(), update: update, keychain: keychain)
-    }
-}
-
-struct FindInternetPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "find-internet-password", abstract: "Find an internet password item.")
-    @OptionGroup var attributes: InternetAttributes
-    @OptionGroup var output: FindOutput
-    @Argument(help: "Keychains to search (default: the search list).") var keychains: [String] = []
-
-    mutating func run() throws {
-        let wantsSecret = output.showPassword || output.onlyPassword
-        let (found, path) = try ItemVerbs.find(try attributes.query(), keychains: keychains, withSecret: wantsSecret)
-        ItemVerbs.printFound(found, keychain: path, output: output)
-    }
-}
-
-struct DeleteInternetPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "delete-internet-password", abstract: "Delete the first internet password item that matches.")
-    @OptionGroup var attributes: InternetAttributes
-    @Argument(help: "Keychains to search (default: the search list).") var keychains: [String] = []
-
-    mutating func run() throws { try ItemVerbs.delete(try attributes.query(), keychains: keychains) }
-}

@@ -16,8 +16,8 @@ struct KeystoneTool: ParsableCommand {
         subcommands: [
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self, SetKeychainSettings.self,
             SetKeychainPassword.self, ShowKeychainInfo.self, ListKeychains.self, DefaultKeychain.self, DumpKeychain.self,
-            AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
-            AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
+            AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
+            AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
         ])
 }
 
