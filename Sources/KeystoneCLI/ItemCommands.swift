@@ -144,9 +144,14 @@ protocol PasswordAttributes: ParsableArguments {
     func query() throws -> KeychainQuery
 }
 
+extension PasswordAttributes {
+    /// "a generic" or "an internet".
+    static var withArticle: String { ("aeiou".contains(kind.first!) ? "an " : "a ") + kind }
+}
+
 struct AddPassword<Attributes: PasswordAttributes>: ParsableCommand {
     static var configuration: CommandConfiguration {
-        CommandConfiguration(commandName: "add-\(Attributes.kind)-password", abstract: "Add a \(Attributes.kind) password item.")
+        CommandConfiguration(commandName: "add-\(Attributes.kind)-password", abstract: "Add \(Attributes.withArticle) password item.")
     }
     @OptionGroup var attributes: Attributes
     @OptionGroup var secret: SecretOptions
@@ -162,7 +167,7 @@ struct AddPassword<Attributes: PasswordAttributes>: ParsableCommand {
 
 struct FindPassword<Attributes: PasswordAttributes>: ParsableCommand {
     static var configuration: CommandConfiguration {
-        CommandConfiguration(commandName: "find-\(Attributes.kind)-password", abstract: "Find a \(Attributes.kind) password item.")
+        CommandConfiguration(commandName: "find-\(Attributes.kind)-password", abstract: "Find \(Attributes.withArticle) password item.")
     }
     @OptionGroup var attributes: Attributes
     @OptionGroup var output: FindOutput
