@@ -8,6 +8,11 @@ let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
 var report = Report()
 
+if CommandLine.arguments.contains("--profile-typed") {
+    var scratch = Report()
+    runTypedBenchmarks(&scratch, n: 200_000, payload: Data(repeating: 1, count: 32), baseline: 1)
+    exit(0)
+}
 if CommandLine.arguments.contains("--profile-file-misses") {
     profileFileMisses()
     exit(0)
