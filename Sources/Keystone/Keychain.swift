@@ -260,14 +260,7 @@ public struct Keychain: Sendable {
     /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (locked), `errSecMissingEntitlement`.
     @discardableResult
     public func delete(_ item: some KeychainItem) throws -> Bool {
-        do {
-            try store.delete(identity(of: item, options))
-            return true
-        } catch let error where KeychainError.itemNotFound ~= error {
-            return false
-        } catch {
-            throw KeychainError(converting: error)
-        }
+        try reportsExistence { try store.delete(identity(of: item, options)) }
     }
 
     /// Deletes every generic password of `service`, synchronizable or not, and nothing else.
@@ -281,8 +274,13 @@ public struct Keychain: Sendable {
     @discardableResult
     public func deleteAll(service: String, accessGroup: String? = nil) throws -> Bool {
         let query = try serviceQuery(service, accessGroup: accessGroup)
+        return try reportsExistence { try store.delete(query) }
+    }
+
+    /// Runs an update or delete: true when it matched, false on `errSecItemNotFound`; other errors as ``KeychainError``.
+    func reportsExistence(_ body: () throws -> Void) throws -> Bool {
         do {
-            try store.delete(query)
+            try body()
             return true
         } catch let error where KeychainError.itemNotFound ~= error {
             return false

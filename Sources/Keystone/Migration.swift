@@ -16,14 +16,7 @@ extension Keychain {
     ///   unlock), `errSecParam` (a synchronizable item cannot become ThisDeviceOnly).
     @discardableResult
     public func migrate(_ item: some KeychainItem, to accessibility: Accessibility) throws -> Bool {
-        do {
-            try store.update(identity(of: item, options), with: [Key.accessible: .string(accessibility.rawValue)])
-            return true
-        } catch let error where KeychainError.itemNotFound ~= error {
-            return false
-        } catch {
-            throw KeychainError(converting: error)
-        }
+        try reportsExistence { try store.update(identity(of: item, options), with: [Key.accessible: .string(accessibility.rawValue)]) }
     }
 
     /// Moves every generic password of `service` (in the options' access group) to `accessibility`
@@ -36,14 +29,7 @@ extension Keychain {
         var query = try serviceQuery(service, accessGroup: nil)
         // Only local items: a synchronizable item cannot take a ThisDeviceOnly accessibility.
         if accessibility.isThisDeviceOnly { query[Key.synchronizable] = .bool(false) }
-        do {
-            try store.update(query, with: [Key.accessible: .string(accessibility.rawValue)])
-            return true
-        } catch let error where KeychainError.itemNotFound ~= error {
-            return false
-        } catch {
-            throw KeychainError(converting: error)
-        }
+        return try reportsExistence { try store.update(query, with: [Key.accessible: .string(accessibility.rawValue)]) }
     }
 
     /// Moves a secret kept in a plain key-value store (`UserDefaults`, a dictionary) into the keychain.
