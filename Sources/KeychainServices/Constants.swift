@@ -75,6 +75,8 @@ public let kSecAttrEffectiveKeySize: CFString = "esiz"
 public let kSecAttrTokenID: CFString = "tkid"
 /// `kSecAttrPersistentReference`: `"persistref"`.
 public let kSecAttrPersistentReference: CFString = "persistref"
+/// `kSecAttrPersistantReference`: `"persistref"` (Apple's misspelled twin of `kSecAttrPersistentReference`).
+public let kSecAttrPersistantReference: CFString = "persistref"
 /// `kSecAttrSubject`: `"subj"`.
 public let kSecAttrSubject: CFString = "subj"
 /// `kSecAttrIssuer`: `"issr"`.

@@ -31,7 +31,7 @@ public typealias CFError = NSError
 public typealias OSStatus = Int32
 /// An allocator; Keystone ignores it (Apple's code passes `nil` or `kCFAllocatorDefault`).
 public final class CFAllocator: Sendable {
-    private init() {}
+    private init() {}  // never instantiated: `kCFAllocatorDefault` is nil
 }
 /// A type identifier (unused on this platform; present so declarations compile).
 public typealias CFTypeID = UInt

@@ -14,6 +14,8 @@ import KeychainFile
 /// - Important: Apple platforms have one keychain per device and no such switch; code that must run on both
 ///   should call these only in `#if !canImport(Darwin)` blocks.
 public enum KeychainServicesDefaults {
+    /// Held while the default engine is made, so two first calls do not open the keychain twice.
+    private static let creation = Locked<Void>(())
     private static let state = Locked<(engine: KeychainEngine?, make: @Sendable () throws -> KeychainEngine)>((nil, { try fileEngine() }))
 
     /// How the default engine is made on first use (default: over the default keychain file).
@@ -24,14 +26,20 @@ public enum KeychainServicesDefaults {
 
     /// The engine behind the SecItem functions, made on first use.
     ///
-    /// - Throws: `EngineError` when the default keychain cannot be opened or created.
+    /// Concurrent first calls make one engine: creation is serialized, and the value is published under the lock.
+    ///
+    /// - Throws: `EngineError` when the default keychain cannot be opened or created (`errSecInvalidKeychain`,
+    ///   `errSecWrongSecVersion`, `errSecIO`…).
     public static func currentEngine() throws -> KeychainEngine {
         if let engine = state.current.engine { return engine }
-        let made = try state.current.make()
-        return state.withLock { s in
-            if let existing = s.engine { return existing }
-            s.engine = made
-            return made
+        return try creation.withLock { _ in
+            if let engine = state.current.engine { return engine }
+            let made = try state.current.make()
+            return state.withLock { s in
+                if let existing = s.engine { return existing }  // set with setEngine(_:) meanwhile
+                s.engine = made
+                return made
+            }
         }
     }
 
@@ -46,9 +54,14 @@ public enum KeychainServicesDefaults {
         return engine
     }
 
-    /// An engine over the default keychain file.
-    public static func fileEngine() throws -> KeychainEngine {
-        KeychainEngine(storage: try KeychainFile.openDefault().keychain)
+    /// An engine over a keychain file: by default the default keychain file (`KeychainFile.defaultPath`),
+    /// created with an empty password on first use.
+    ///
+    /// - Throws: `EngineError` when the file cannot be opened or created.
+    public static func fileEngine(at path: String? = nil) throws -> KeychainEngine {
+        guard let path else { return KeychainEngine(storage: try KeychainFile.openDefault().keychain) }
+        if FileManager.default.fileExists(atPath: path) { return KeychainEngine(storage: try KeychainFile.open(at: path)) }
+        return KeychainEngine(storage: try KeychainFile.create(at: path, password: ""))
     }
 }
 #endif

@@ -13,50 +13,95 @@ public enum LAPolicy: Int, Sendable {
     case deviceOwnerAuthentication = 2
 }
 
-/// The kind of biometry a device has.
+/// The kind of biometry a device has (Apple's raw values).
 public enum LABiometryType: Int, Sendable {
+    /// No biometry: what ``LAContext/biometryType`` reports on this platform.
     case none = 0
+    /// Touch ID.
     case touchID = 1
+    /// Face ID.
     case faceID = 2
+    /// Optic ID.
     case opticID = 4
 }
 
 /// The longest reuse window Apple allows, in seconds.
 public let LATouchIDAuthenticationMaximumAllowableReuseDuration: TimeInterval = 300
 
-/// An authentication failure, with LocalAuthentication's codes.
-public struct LAError: Error, Sendable, Hashable, CustomStringConvertible {
+/// An authentication failure, with LocalAuthentication's domain and codes.
+///
+/// Bridges to `NSError` as Apple's does: domain `com.apple.LocalAuthentication`, code the ``Code``'s raw value.
+public struct LAError: Error, CustomNSError, Sendable, Hashable, CustomStringConvertible {
+    /// LocalAuthentication's error codes, with Apple's raw values.
     public enum Code: Int, Sendable {
+        /// The user failed to provide valid credentials.
         case authenticationFailed = -1
+        /// The user tapped Cancel.
         case userCancel = -2
+        /// The user tapped the fallback button.
         case userFallback = -3
+        /// The system cancelled the authentication.
         case systemCancel = -4
+        /// No passcode is set on the device.
         case passcodeNotSet = -5
+        /// Biometry is not available on the device (always the case on this platform).
         case biometryNotAvailable = -6
+        /// The user has no enrolled biometric identities.
         case biometryNotEnrolled = -7
+        /// Biometry is locked after too many failed attempts.
         case biometryLockout = -8
+        /// The app cancelled the authentication (`invalidate()`).
         case appCancel = -9
+        /// The context was invalidated.
         case invalidContext = -10
+        /// Interaction was needed but `interactionNotAllowed` is set.
         case notInteractive = -1004
+
+        /// Deprecated name of ``biometryNotAvailable``.
+        @available(*, deprecated, renamed: "biometryNotAvailable")
+        public static let touchIDNotAvailable = Code.biometryNotAvailable
+        /// Deprecated name of ``biometryNotEnrolled``.
+        @available(*, deprecated, renamed: "biometryNotEnrolled")
+        public static let touchIDNotEnrolled = Code.biometryNotEnrolled
+        /// Deprecated name of ``biometryLockout``.
+        @available(*, deprecated, renamed: "biometryLockout")
+        public static let touchIDLockout = Code.biometryLockout
     }
 
+    /// `LAErrorDomain`: `com.apple.LocalAuthentication`.
     public static let errorDomain = "com.apple.LocalAuthentication"
+    /// What went wrong.
     public let code: Code
+    /// The code's raw value, for `NSError` bridging.
+    public var errorCode: Int { code.rawValue }
 
+    /// An error with `code`.
     public init(_ code: Code) { self.code = code }
 
+    /// ``Code/authenticationFailed``, for `catch LAError.authenticationFailed`.
     public static var authenticationFailed: Code { .authenticationFailed }
+    /// ``Code/userCancel``, for `catch LAError.userCancel`.
     public static var userCancel: Code { .userCancel }
+    /// ``Code/userFallback``, for `catch LAError.userFallback`.
     public static var userFallback: Code { .userFallback }
+    /// ``Code/systemCancel``, for `catch LAError.systemCancel`.
     public static var systemCancel: Code { .systemCancel }
+    /// ``Code/passcodeNotSet``, for `catch LAError.passcodeNotSet`.
     public static var passcodeNotSet: Code { .passcodeNotSet }
+    /// ``Code/biometryNotAvailable``, for `catch LAError.biometryNotAvailable`.
     public static var biometryNotAvailable: Code { .biometryNotAvailable }
+    /// ``Code/biometryNotEnrolled``, for `catch LAError.biometryNotEnrolled`.
     public static var biometryNotEnrolled: Code { .biometryNotEnrolled }
+    /// ``Code/biometryLockout``, for `catch LAError.biometryLockout`.
     public static var biometryLockout: Code { .biometryLockout }
+    /// ``Code/appCancel``, for `catch LAError.appCancel`.
     public static var appCancel: Code { .appCancel }
+    /// ``Code/invalidContext``, for `catch LAError.invalidContext`.
     public static var invalidContext: Code { .invalidContext }
+    /// ``Code/notInteractive``, for `catch LAError.notInteractive`.
     public static var notInteractive: Code { .notInteractive }
 
+    /// `LAError(<code>)`.
     public var description: String { "LAError(\(code))" }
 }
 
@@ -75,9 +120,11 @@ public final class LAContext: NSObject, @unchecked Sendable {
     public let context = AuthenticationContext()
     private let texts = Locked<(reason: String, cancel: String?, fallback: String?)>(("", nil, nil))
 
+    /// A new context, with no reuse window and no recorded authentication.
     public override init() { super.init() }
 
-    /// Seconds during which a successful device unlock or evaluation is reused (at most 300).
+    /// Seconds during which a successful evaluation is reused by keychain operations that pass this context;
+    /// values above ``LATouchIDAuthenticationMaximumAllowableReuseDuration`` (300) are clamped to it.
     public var touchIDAuthenticationAllowableReuseDuration: TimeInterval {
         get { context.reuseDuration }
         set { context.reuseDuration = newValue }
@@ -89,16 +136,20 @@ public final class LAContext: NSObject, @unchecked Sendable {
         set { context.interactionNotAllowed = newValue }
     }
 
+    /// The reason shown when an operation that passes this context prompts (stored; the authenticator
+    /// receives the operation's `kSecUseOperationPrompt`).
     public var localizedReason: String {
         get { texts.current.reason }
         set { texts.withLock { $0.reason = newValue } }
     }
 
+    /// The Cancel button's title (stored only: prompts are the authenticator's).
     public var localizedCancelTitle: String? {
         get { texts.current.cancel }
         set { texts.withLock { $0.cancel = newValue } }
     }
 
+    /// The fallback button's title (stored only: prompts are the authenticator's).
     public var localizedFallbackTitle: String? {
         get { texts.current.fallback }
         set { texts.withLock { $0.fallback = newValue } }
@@ -122,17 +173,31 @@ public final class LAContext: NSObject, @unchecked Sendable {
     }
 
     /// Asks the default keychain engine's authenticator; a success is recorded on this context.
+    ///
+    /// As on Apple platforms, `reply` runs on a private (global) queue, never on the caller's thread,
+    /// with `(true, nil)` or `(false, LAError)`.
     public func evaluatePolicy(_ policy: LAPolicy, localizedReason: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void) {
-        let result = evaluate(policy, reason: localizedReason)
-        reply(result == nil, result)
+        DispatchQueue.global(qos: .userInitiated).async {
+            let error = self.evaluate(policy, reason: localizedReason)
+            reply(error == nil, error)
+        }
     }
 
     /// Asks the default keychain engine's authenticator; a success is recorded on this context.
     ///
-    /// - Throws: ``LAError`` with the outcome's code.
+    /// The authenticator (which may wait for the user) runs on a global queue, not on a Swift
+    /// concurrency thread.
+    ///
+    /// - Returns: true (a failure throws).
+    /// - Throws: ``LAError`` with the outcome's code: `.userCancel`, `.authenticationFailed`,
+    ///   `.biometryNotAvailable` or `.passcodeNotSet`, `.biometryLockout`, `.invalidContext` after
+    ///   ``invalidate()``, `.notInteractive` with ``interactionNotAllowed``.
     public func evaluatePolicy(_ policy: LAPolicy, localizedReason: String) async throws -> Bool {
-        if let error = evaluate(policy, reason: localizedReason) { throw error }
-        return true
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+            evaluatePolicy(policy, localizedReason: localizedReason) { success, error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: success) }
+            }
+        }
     }
 
     private func evaluate(_ policy: LAPolicy, reason: String) -> LAError? {

@@ -10,7 +10,10 @@ import KeychainEngine
 /// - Returns: `errSecSuccess`, or `errSecDuplicateItem`, `errSecParam`, `errSecNoSuchAttr`,
 ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`…
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemBridge.run(result) { try KeychainServicesDefaults.currentEngine().add(try SecItemBridge.query(attributes)) }
+    SecItemBridge.run(result) {
+        let typed = try SecItemBridge.query(attributes)
+        return try KeychainServicesDefaults.currentEngine().add(typed)
+    }
 }
 
 /// Finds items; `result` receives nil, the bare data, a dictionary or an array as the return keys ask.
@@ -32,7 +35,9 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`…
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     SecItemBridge.run(nil) {
-        try KeychainServicesDefaults.currentEngine().update(try SecItemBridge.query(query), with: try SecItemBridge.query(attributesToUpdate))
+        let typed = try SecItemBridge.query(query)
+        let changes = try SecItemBridge.query(attributesToUpdate)
+        try KeychainServicesDefaults.currentEngine().update(typed, with: changes)
         return nil
     }
 }
@@ -42,7 +47,8 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecParam`, `errSecInteractionNotAllowed`…
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     SecItemBridge.run(nil) {
-        try KeychainServicesDefaults.currentEngine().delete(try SecItemBridge.query(query))
+        let typed = try SecItemBridge.query(query)
+        try KeychainServicesDefaults.currentEngine().delete(typed)
         return nil
     }
 }
@@ -84,27 +90,45 @@ public enum SecItemBridge {
         return query
     }
 
-    /// The typed form of one value.
+    /// The typed form of one value: nil (so `errSecParam`) for a type no keychain attribute has.
+    ///
+    /// Strings (`String`, `NSString`, `Substring`), bytes (`Data`, `NSData`, `[UInt8]`), Booleans (`Bool`,
+    /// `kCFBooleanTrue`/`kCFBooleanFalse`, `NSNumber(value: true)`), numbers (every Swift integer and
+    /// floating-point type, other `NSNumber`s), dates (`Date`, `NSDate`), `SecAccessControl` and `LAContext`.
+    ///
+    /// - Important: Swift on Linux lets any `NSNumber` holding 0 or 1 cast to `Bool`, so Booleans are told
+    ///   from numbers by the number's class (the Boolean singleton class), never with `as? Bool`:
+    ///   `NSNumber(value: 1)` for `kSecAttrPort` stays the number 1.
     public static func keychainValue(_ value: Any) -> KeychainValue? {
         switch value {
         case let string as String: return .string(string)
         case let data as Data: return .data(data)
-        case let bool as Bool: return .bool(bool)  // Swift Bool and kCFBooleanTrue/False, never other numbers
-        case let number as NSNumber:
-            let type = String(cString: number.objCType)
-            if type == "d" || type == "f" {
-                let double = number.doubleValue
-                return double.rounded() == double && abs(double) < 9.2e18 ? .number(Int64(double)) : .double(double)
-            }
-            if type == "Q" || type == "L" || type == "I" { return .number(Int64(truncatingIfNeeded: number.uint64Value)) }
-            return .number(number.int64Value)
-        case let date as Date: return .date(date)
-        case let bytes as [UInt8]: return .data(Data(bytes))
-        case let substring as Substring: return .string(String(substring))
         case let accessControl as SecAccessControl: return .accessControl(accessControl.accessControl)
         case let laContext as LAContext: return .authenticationContext(laContext.context)
         case let context as AuthenticationContext: return .authenticationContext(context)
+        case let date as Date: return .date(date)
+        case let number as NSNumber: return numberValue(number)
+        case let bytes as [UInt8]: return .data(Data(bytes))
+        case let substring as Substring: return .string(String(substring))
         default: return nil
+        }
+    }
+
+    /// The class of `NSNumber(value: true)` (`kCFBooleanTrue`), distinct from other numbers' class.
+    private static let booleanClass = ObjectIdentifier(type(of: NSNumber(value: true)))
+
+    /// A Boolean, an integer or a floating-point number; nil for an unsigned value beyond `Int64.max`.
+    static func numberValue(_ number: NSNumber) -> KeychainValue? {
+        if ObjectIdentifier(type(of: number)) == booleanClass { return .bool(number.boolValue) }
+        switch String(cString: number.objCType) {
+        case "d", "f":
+            let double = number.doubleValue
+            return double.rounded() == double && abs(double) < 9.2e18 ? .number(Int64(double)) : .double(double)
+        case "Q", "L", "I", "S", "C":
+            let unsigned = number.uint64Value
+            return unsigned <= UInt64(Int64.max) ? .number(Int64(unsigned)) : nil
+        default:
+            return .number(number.int64Value)
         }
     }
 

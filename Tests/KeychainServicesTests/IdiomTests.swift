@@ -1,3 +1,6 @@
+// Linux-only: these tests use KeychainServices' own API (the default engine, SecItemBridge), which Apple
+// platforms replace with the Security framework. AppleStyleCode.swift compiles on both.
+#if !canImport(Darwin)
 import Foundation
 import KeychainServices
 import Testing
@@ -46,3 +49,4 @@ extension KeychainServicesTests {
         }
     }
 }
+#endif

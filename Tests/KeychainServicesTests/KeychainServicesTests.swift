@@ -1,3 +1,6 @@
+// Linux-only: these tests use KeychainServices' own API (the default engine, SecItemBridge), which Apple
+// platforms replace with the Security framework. AppleStyleCode.swift compiles on both.
+#if !canImport(Darwin)
 import Foundation
 import KeychainEngine
 import KeychainServices
@@ -13,7 +16,12 @@ final class Prompts: Authenticator {
     }
 }
 
-/// Every test replaces the process-wide keychain with a fresh one in memory, so the suites run one at a time.
+/// Tests of the SecItem functions over the process-wide default keychain.
+///
+/// Every test replaces the default keychain with a fresh one in memory (never the user's keychain file), so
+/// these suites run one at a time (`.serialized` covers the nested suites and `IdiomTests`' extension).
+/// Unique service names would not be enough: the KeychainManager facade's `deleteAll` wipes every generic
+/// password of the keychain, and some tests change the default engine itself.
 @Suite("KeychainServices: Apple's API on Linux", .serialized)
 struct KeychainServicesTests {
     init() { KeychainServicesDefaults.useMemoryKeychain() }
@@ -191,25 +199,17 @@ struct KeychainServicesTests {
             #expect(SecItemAdd(q([kSecAttrAccount as String: "c", kSecAttrLabel as String: NSObject()]) as CFDictionary, nil) == errSecParam)
             #expect(SecItemDelete(q([kSecMatchLimit as String: kSecMatchLimitOne]) as CFDictionary) == errSecParam)
         }
-
-        @Test("messages are Apple's, and unknown codes read OSStatus <code>", arguments: [
-            (errSecSuccess, "No error."), (errSecParam, "One or more parameters passed to a function were not valid."),
-            (errSecUserCanceled, "User canceled the operation."), (errSecAuthFailed, "The user name or passphrase you entered is not correct."),
-            (errSecDuplicateItem, "The specified item already exists in the keychain."),
-            (errSecItemNotFound, "The specified item could not be found in the keychain."),
-            (errSecInteractionNotAllowed, "User interaction is not allowed."), (errSecDecode, "Unable to decode the provided data."),
-            (errSecMissingEntitlement, "A required entitlement isn't present."), (OSStatus(-99_999), "OSStatus -99999"),
-        ] as [(OSStatus, String)])
-        func messages(_ status: OSStatus, _ message: String) {
-            #expect(SecCopyErrorMessageString(status, nil) as String? == message)
-        }
     }
 
     @Suite("Access control and LocalAuthentication")
     struct AccessControlTests {
         let prompts = Prompts()
+        let clock = Locked(Date(timeIntervalSinceReferenceDate: 800_000_000))
+        let engine: KeychainEngine
         init() {
-            let engine = KeychainServicesDefaults.useMemoryKeychain()
+            var configuration = EngineConfiguration()
+            configuration.now = { [clock] in clock.current }
+            engine = KeychainServicesDefaults.useMemoryKeychain(configuration: configuration)
             engine.authenticator = prompts
         }
 
@@ -263,6 +263,66 @@ struct KeychainServicesTests {
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecAuthFailed)
         }
 
+        @Test("a failed prompt is errSecAuthFailed; attributes-only reads never prompt and return the SecAccessControl")
+        func attributesOnly() throws {
+            addProtected()
+            prompts.outcomes.withLock { $0 = [.failed] }
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(read as CFDictionary, &result) == errSecAuthFailed)
+            var attributes = read
+            attributes[kSecReturnData as String] = nil
+            attributes[kSecReturnAttributes as String] = true
+            #expect(SecItemCopyMatching(attributes as CFDictionary, &result) == errSecSuccess)
+            let item = try #require(result as? [String: Any])
+            let access = try #require(item[kSecAttrAccessControl as String] as? SecAccessControl)
+            #expect(access.accessControl.flags == .biometryCurrentSet)
+            #expect(prompts.count.current == 1)
+        }
+
+        @Test("kSecUseAuthenticationUISkip leaves protected items out")
+        func skip() {
+            addProtected()
+            var query = read
+            query[kSecUseAuthenticationUI as String] = kSecUseAuthenticationUISkip
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecItemNotFound)
+            #expect(prompts.count.current == 0)
+        }
+
+        @Test("an LAContext with interactionNotAllowed turns the prompt into errSecInteractionNotAllowed")
+        func contextNotInteractive() {
+            addProtected()
+            let context = LAContext()
+            context.interactionNotAllowed = true
+            var query = read
+            query[kSecUseAuthenticationContext as String] = context
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecInteractionNotAllowed)
+            #expect(prompts.count.current == 0)
+        }
+
+        @Test("the reply form runs off the caller, records the success, and its reuse window ends")
+        func replyAndExpiry() async {
+            addProtected()
+            let context = LAContext()
+            context.touchIDAuthenticationAllowableReuseDuration = 60
+            let replied: (Bool, (any Error)?) = await withCheckedContinuation { continuation in
+                context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "Unlock") { success, error in
+                    continuation.resume(returning: (success, error))
+                }
+            }
+            #expect(replied.0 && replied.1 == nil)
+            var query = read
+            query[kSecUseAuthenticationContext as String] = context
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            #expect(prompts.count.current == 1)
+            clock.withLock { $0 += 61 }
+            prompts.outcomes.withLock { $0 = [.userCancel] }
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecUserCanceled)
+            #expect(prompts.count.current == 2)
+        }
+
         @Test("a cancelled evaluation throws LAError.userCancel")
         func evaluationCancel() async {
             prompts.outcomes.withLock { $0 = [.userCancel] }
@@ -279,21 +339,217 @@ struct KeychainServicesTests {
         }
     }
 
-    @Test("the default keychain is the keychain file when none is chosen")
+    @Suite("Attribute values through the keychain")
+    struct RoundTrips {
+        init() { KeychainServicesDefaults.useMemoryKeychain() }
+
+        @Test("numbers, Booleans, dates and strings come back with their types")
+        func typedAttributes() throws {
+            let add: [String: Any] = [
+                kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                kSecAttrAccount as String: NSString(string: "ann"), kSecAttrPort as String: NSNumber(value: 1),
+                kSecAttrProtocol as String: kSecAttrProtocolHTTPS, kSecAttrIsInvisible as String: kCFBooleanTrue!,
+                kSecAttrLabel as String: "Example", kSecValueData as String: NSData(data: Data("pw".utf8)),
+            ]
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            var result: AnyObject?
+            let query: [String: Any] = [kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "example.com",
+                                        kSecAttrPort as String: 1, kSecReturnAttributes as String: true, kSecReturnData as String: true]
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            let item = try #require(result as? [String: Any])
+            #expect(item[kSecAttrAccount as String] as? String == "ann")
+            #expect(item[kSecAttrPort as String] as? Int == 1)
+            #expect(SecItemBridge.keychainValue(try #require(item[kSecAttrPort as String])) == .number(1))
+            #expect(item[kSecAttrProtocol as String] as? String == kSecAttrProtocolHTTPS)
+            #expect(item[kSecAttrIsInvisible as String] as? Bool == true)
+            #expect(item[kSecAttrLabel as String] as? String == "Example")
+            #expect(item[kSecValueData as String] as? Data == Data("pw".utf8))
+            #expect(item[kSecAttrCreationDate as String] is Date)
+            #expect(item[kSecAttrAccessible as String] as? String == kSecAttrAccessibleWhenUnlocked)
+            #expect(item[kSecClass as String] as? String == nil || item[kSecClass as String] as? String == kSecClassInternetPassword)
+        }
+
+        @Test("a number limit above one returns an array; SecItemAdd with return keys returns the new item")
+        func limitsAndAddResults() throws {
+            for account in ["a", "b", "c"] {
+                var added: CFTypeRef?
+                let status = SecItemAdd([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "lim",
+                                         kSecAttrAccount as String: account, kSecValueData as String: Data(account.utf8),
+                                         kSecReturnAttributes as String: true] as CFDictionary, &added)
+                #expect(status == errSecSuccess)
+                #expect((added as? [String: Any])?[kSecAttrAccount as String] as? String == account)
+            }
+            var two: CFTypeRef?
+            #expect(SecItemCopyMatching([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "lim",
+                                         kSecMatchLimit as String: 2, kSecReturnData as String: true] as CFDictionary, &two) == errSecSuccess)
+            #expect((two as? [Data])?.count == 2)
+            var plain: CFTypeRef?
+            #expect(SecItemAdd([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "lim",
+                                kSecAttrAccount as String: "d"] as CFDictionary, &plain) == errSecSuccess)
+            #expect(plain == nil)
+        }
+
+        @Test("synchronizable items are matched only with kSecAttrSynchronizableAny or sync true")
+        func synchronizable() {
+            let base: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "sync"]
+            var local = base
+            local[kSecAttrAccount as String] = "local"
+            var synced = base
+            synced[kSecAttrAccount as String] = "synced"
+            synced[kSecAttrSynchronizable as String] = kCFBooleanTrue
+            #expect(SecItemAdd(local as CFDictionary, nil) == errSecSuccess)
+            #expect(SecItemAdd(synced as CFDictionary, nil) == errSecSuccess)
+
+            func count(_ extra: [String: Any]) -> Int? {
+                var result: CFTypeRef?
+                let query = base.merging([kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true]) { $1 }
+                    .merging(extra) { $1 }
+                guard SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess else { return nil }
+                return (result as? [[String: Any]])?.count
+            }
+            #expect(count([:]) == 1)
+            #expect(count([kSecAttrSynchronizable as String: true]) == 1)
+            #expect(count([kSecAttrSynchronizable as String: kSecAttrSynchronizableAny]) == 2)
+            // Deleting without syna leaves the synchronizable item.
+            #expect(SecItemDelete(base as CFDictionary) == errSecSuccess)
+            #expect(count([kSecAttrSynchronizable as String: kSecAttrSynchronizableAny]) == 1)
+        }
+    }
+
+    @Suite("Update, delete and lock rules")
+    struct Rules {
+        let storage = MemoryStorage()
+        init() { KeychainServicesDefaults.setEngine(KeychainEngine(storage: storage)) }
+
+        let item: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "rules"]
+
+        func add(_ account: String, _ extra: [String: Any] = [:]) -> OSStatus {
+            SecItemAdd(item.merging([kSecAttrAccount as String: account, kSecValueData as String: Data(account.utf8)]) { $1 }
+                .merging(extra) { $1 } as CFDictionary, nil)
+        }
+
+        func secret(_ account: String) -> Data? {
+            var result: CFTypeRef?
+            let query = item.merging([kSecAttrAccount as String: account, kSecReturnData as String: true]) { $1 }
+            guard SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess else { return nil }
+            return result as? Data
+        }
+
+        @Test("update changes every match, refuses class and return keys, and refuses collisions without changing anything")
+        func update() {
+            #expect(add("a") == errSecSuccess)
+            #expect(add("b") == errSecSuccess)
+            #expect(SecItemUpdate(item as CFDictionary, [kSecAttrLabel as String: "both"] as CFDictionary) == errSecSuccess)
+            var result: CFTypeRef?
+            _ = SecItemCopyMatching(item.merging([kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true]) { $1 }
+                as CFDictionary, &result)
+            #expect((result as? [[String: Any]])?.allSatisfy { $0[kSecAttrLabel as String] as? String == "both" } == true)
+            #expect(SecItemUpdate(item as CFDictionary, [kSecClass as String: kSecClassInternetPassword] as CFDictionary) == errSecParam)
+            #expect(SecItemUpdate(item as CFDictionary, [kSecReturnData as String: true] as CFDictionary) == errSecParam)
+            let renameA = item.merging([kSecAttrAccount as String: "a"]) { $1 }
+            #expect(SecItemUpdate(renameA as CFDictionary, [kSecAttrAccount as String: "b"] as CFDictionary) == errSecDuplicateItem)
+            #expect(secret("a") == Data("a".utf8))
+            #expect(SecItemUpdate(item.merging([kSecAttrAccount as String: "zz"]) { $1 } as CFDictionary,
+                                  [kSecAttrLabel as String: "x"] as CFDictionary) == errSecItemNotFound)
+        }
+
+        @Test("delete removes every match of the service and reports errSecItemNotFound after")
+        func delete() {
+            #expect(add("a") == errSecSuccess)
+            #expect(add("b") == errSecSuccess)
+            #expect(SecItemDelete(item as CFDictionary) == errSecSuccess)
+            #expect(secret("a") == nil && secret("b") == nil)
+            #expect(SecItemDelete(item as CFDictionary) == errSecItemNotFound)
+        }
+
+        @Test("a missing account is stored empty, so it collides with an explicit empty account")
+        func emptyPrimaryKey() {
+            #expect(SecItemAdd(item as CFDictionary, nil) == errSecSuccess)
+            #expect(add("") == errSecDuplicateItem)
+        }
+
+        @Test("locked: items not available fail with errSecInteractionNotAllowed and stay intact")
+        func locked() {
+            #expect(add("when-unlocked") == errSecSuccess)
+            #expect(add("after-first", [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]) == errSecSuccess)
+            storage.lockState = .lockedAfterFirstUnlock
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(item.merging([kSecAttrAccount as String: "when-unlocked", kSecReturnData as String: true]) { $1 }
+                as CFDictionary, &result) == errSecInteractionNotAllowed)
+            #expect(result == nil)
+            #expect(SecItemDelete(item.merging([kSecAttrAccount as String: "when-unlocked"]) { $1 } as CFDictionary) == errSecInteractionNotAllowed)
+            #expect(secret("after-first") == Data("after-first".utf8))
+            storage.lockState = .unlocked
+            #expect(secret("when-unlocked") == Data("when-unlocked".utf8))
+        }
+
+        @Test("values of the wrong type are errSecParam; attributes of another class are errSecNoSuchAttr")
+        func wrongValues() {
+            #expect(add("a", [kSecAttrLabel as String: NSNull()]) == errSecParam)
+            #expect(add("a", [kSecAttrAccount as String: URL(fileURLWithPath: "/tmp")]) == errSecParam)
+            #expect(add("a", [kSecAttrPort as String: 443]) == errSecNoSuchAttr)
+            #expect(add("a", [kSecAttrApplicationTag as String: Data("tag".utf8)]) == errSecNoSuchAttr)
+            #expect(SecItemDelete(item.merging([kSecAttrServer as String: "example.com"]) { $1 } as CFDictionary) == errSecNoSuchAttr)
+            #expect(SecItemAdd([kSecAttrService as String: "no class"] as CFDictionary, nil) == errSecParam)
+            let numericKey: [AnyHashable: Any] = [kSecClass: kSecClassGenericPassword, kSecAttrAccount: "a", 42: "x"]
+            #expect(SecItemAdd(numericKey, nil) == errSecParam)
+            #expect(secret("a") == nil)
+        }
+    }
+
+    @Test("without a chosen engine, SecItem calls make one with makeDefaultEngine: by default over a keychain file")
     func defaultIsFile() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-default-\(UUID().uuidString)")
         let path = directory.appendingPathComponent("login.keychain-db").path
-        KeychainServicesDefaults.setEngine(nil)
         let previous = KeychainServicesDefaults.makeDefaultEngine
-        setenv("KEYSTONE_KEYCHAIN", path, 1)
         defer {
-            unsetenv("KEYSTONE_KEYCHAIN")
             KeychainServicesDefaults.makeDefaultEngine = previous
             KeychainServicesDefaults.useMemoryKeychain()
+            try? FileManager.default.removeItem(at: directory)
         }
-        KeychainServicesDefaults.makeDefaultEngine = { try KeychainServicesDefaults.fileEngine() }
+        // No setenv(KEYSTONE_KEYCHAIN): other test targets in this process read the environment concurrently.
+        KeychainServicesDefaults.makeDefaultEngine = { try KeychainServicesDefaults.fileEngine(at: path) }
+        KeychainServicesDefaults.setEngine(nil)
         #expect(SecItemAdd([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "file",
                             kSecValueData as String: Data("x".utf8)] as CFDictionary, nil) == errSecSuccess)
         #expect(FileManager.default.fileExists(atPath: path))
+        // A second engine over the same file sees the item: it was written to the file, not to memory.
+        KeychainServicesDefaults.setEngine(try KeychainServicesDefaults.fileEngine(at: path))
+        var result: CFTypeRef?
+        #expect(SecItemCopyMatching([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "file",
+                                     kSecReturnData as String: true] as CFDictionary, &result) == errSecSuccess)
+        #expect(result as? Data == Data("x".utf8))
+    }
+
+    @Test("concurrent first calls make the default engine once")
+    func defaultMadeOnce() async {
+        let made = Locked(0)
+        let previous = KeychainServicesDefaults.makeDefaultEngine
+        defer {
+            KeychainServicesDefaults.makeDefaultEngine = previous
+            KeychainServicesDefaults.useMemoryKeychain()
+        }
+        KeychainServicesDefaults.makeDefaultEngine = {
+            made.withLock { $0 += 1 }
+            return KeychainEngine(storage: MemoryStorage())
+        }
+        KeychainServicesDefaults.setEngine(nil)
+        let statuses = await withTaskGroup(of: OSStatus.self) { group in
+            for i in 0..<16 {
+                group.addTask {
+                    SecItemAdd([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "once",
+                                kSecAttrAccount as String: "a\(i)"] as CFDictionary, nil)
+                }
+            }
+            return await group.reduce(into: [OSStatus]()) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == errSecSuccess })
+        #expect(made.current == 1)
+        var result: CFTypeRef?
+        #expect(SecItemCopyMatching([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "once",
+                                     kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true] as CFDictionary,
+                                    &result) == errSecSuccess)
+        #expect((result as? [[String: Any]])?.count == 16)
     }
 }
+#endif
