@@ -25,10 +25,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
-        .target(name: "KeychainEngine", swiftSettings: settings),
+        .target(name: "KeychainEngine", dependencies: [
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: settings),
 
         // SQLite, the system library (libsqlite3-dev on Debian).
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",

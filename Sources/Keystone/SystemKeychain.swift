@@ -144,13 +144,10 @@ public struct SystemKeychain: KeychainStore {
                 table[ObjectIdentifier(context)] = entry
             }
             let laContext = entry.laContext
-            #if canImport(Darwin)
-            #if os(iOS) || os(macOS) || os(visionOS)
+            // Apple has these two properties on iOS, macOS and visionOS only.
+            #if !canImport(Darwin) || os(iOS) || os(macOS) || os(visionOS)
             laContext.touchIDAuthenticationAllowableReuseDuration = context.reuseDuration
             laContext.interactionNotAllowed = context.interactionNotAllowed
-            #endif
-            #else
-            laContext.touchIDAuthenticationAllowableReuseDuration = context.reuseDuration
             #endif
             if context.isInvalidated { laContext.invalidate() }
             return laContext
