@@ -85,8 +85,27 @@ public protocol StorageReader {
     ///   never as garbage and never silently dropped.
     func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate]
 
+    /// Visits the rows ``candidates(in:matching:)`` would return, in row-id order, one at a time;
+    /// `body` returns false to stop.
+    ///
+    /// Contract: the same rows and guarantees as ``candidates(in:matching:)``. A storage that decrypts rows
+    /// must decrypt each one only when it is visited, so a search the engine stops early (a match limit of
+    /// one) never decrypts the rows after it, and memory stays bounded by one row, not by the table.
+    func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
+                          _ body: (Candidate) throws -> Bool) throws
+
     /// The row `rowID` of `itemClass`, or nil when there is none.
     func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate?
+}
+
+extension StorageReader {
+    /// Visits every row of ``candidates(in:matching:)``: storages that can stream rows override it.
+    public func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
+                                 _ body: (Candidate) throws -> Bool) throws {
+        for candidate in try candidates(in: itemClass, matching: constraints) {
+            guard try body(candidate) else { return }
+        }
+    }
 }
 
 /// Write access inside one atomic transaction.
