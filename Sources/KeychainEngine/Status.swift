@@ -64,6 +64,7 @@ public enum Status {
     public static let deviceReset: Int32 = -67587
     public static let deviceFailed: Int32 = -67588
     public static let internalError: Int32 = -67671
+    public static let quotaExceeded: Int32 = -67596
     public static let invalidData: Int32 = -67673
     public static let missingEntitlement: Int32 = -34018
     public static let invalidEncoding: Int32 = -67853
@@ -100,6 +101,7 @@ public enum Status {
         pkcs12VerifyFailure: "errSecPkcs12VerifyFailure", notSigner: "errSecNotSigner", decode: "errSecDecode",
         serviceNotAvailable: "errSecServiceNotAvailable", insufficientClientID: "errSecInsufficientClientID",
         deviceReset: "errSecDeviceReset", deviceFailed: "errSecDeviceFailed", internalError: "errSecInternalError",
+        quotaExceeded: "errSecQuotaExceeded",
         invalidData: "errSecInvalidData", missingEntitlement: "errSecMissingEntitlement",
         invalidEncoding: "errSecInvalidEncoding", invalidKey: "errSecInvalidKey",
         unsupportedOperation: "errSecUnsupportedOperation", policyDenied: "errSecPolicyDenied",
@@ -170,6 +172,7 @@ public enum Status {
         deviceReset: "A device reset has occurred.",
         deviceFailed: "A device failure has occurred.",
         internalError: "An internal error has occurred.",
+        quotaExceeded: "The quota was exceeded.",
         invalidData: "The data is not valid.",
         missingEntitlement: "A required entitlement isn't present.",
         invalidEncoding: "The encoding is not valid.",

@@ -65,6 +65,17 @@ final class SQLiteConnection {
         return statement
     }
 
+    /// A prepared statement for a loop that may still be stepping when another query runs: the cached one
+    /// when it is idle, else a new one of its own. The caller resets it when done.
+    func freshStatement(_ sql: String) throws -> SQLiteStatement {
+        if let cached = cache[sql], !cached.isBusy { cached.reset(); return cached }
+        if cache[sql] == nil { return try statement(sql) }
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, 0, &raw, nil)
+        guard rc == SQLITE_OK, let raw else { throw SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(db))) }
+        return SQLiteStatement(raw, connection: self)
+    }
+
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(db) }
     var changes: Int { Int(sqlite3_changes(db)) }
 }
@@ -80,6 +91,9 @@ final class SQLiteStatement {
     }
 
     deinit { sqlite3_finalize(raw) }
+
+    /// Whether the statement has stepped and not yet been reset.
+    var isBusy: Bool { sqlite3_stmt_busy(raw) != 0 }
 
     func reset() {
         sqlite3_reset(raw)

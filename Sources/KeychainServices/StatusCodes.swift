@@ -127,6 +127,8 @@ public let errSecDeviceReset: OSStatus = -67587
 public let errSecDeviceFailed: OSStatus = -67588
 /// `errSecInternalError` (-67671).
 public let errSecInternalError: OSStatus = -67671
+/// `errSecQuotaExceeded` (-67596).
+public let errSecQuotaExceeded: OSStatus = -67596
 /// `errSecInvalidData` (-67673).
 public let errSecInvalidData: OSStatus = -67673
 /// `errSecMissingEntitlement` (-34018).

@@ -1,0 +1,134 @@
+import Foundation
+import KeychainEngine
+
+/// The keychain file's format: its header and its tables.
+///
+/// A keychain file is a SQLite database with:
+/// - `keystone_header (name, value)`: the fields of ``Header``;
+/// - one table per item class (`genp`, `inet`, `cert`, `keys`, `idnt`): `rowid`, `pk` (HMAC digest of the whole
+///   primary key, UNIQUE), one `d_<attr>` digest column per primary-key attribute, `pclass` (the protection
+///   class), `wrapped` (the row key sealed by its class key) and `payload` (attributes, secret and access
+///   control sealed by the row key).
+///
+/// Format versions: 1 bound each sealed row to its class, protection class and `pk`; 2 also binds the row id,
+/// so whole rows moved to another row id (and so another persistent reference) fail to open, and adds the
+/// file id and key check used by the unlock cache. Version 1 files are upgraded on their first full unlock.
+enum FileFormat {
+    static let version: Int64 = 2
+    static let magic = "keystone-keychain"
+    static let masterAAD = Data("keystone-master-v1".utf8)
+    /// A wrapped master key: 12-byte nonce, 32-byte key, 16-byte tag.
+    static let wrappedMasterLength = 60
+    static let fileIDLength = 16
+
+    /// Secondary indexes over digest columns: the usual lookups (a service and its accounts, a server, a key's tag)
+    /// stay indexed without an index per column, which would cost a WAL page per index on every durable write.
+    static let secondaryIndexes: [ItemClass: [String]] = [
+        .genericPassword: [Key.service, Key.account],
+        .internetPassword: [Key.server, Key.account],
+        .certificate: [Key.issuer, Key.serialNumber],
+        .key: [Key.applicationTag, Key.applicationLabel],
+        .identity: [Key.issuer, Key.serialNumber],
+    ]
+
+    static func tableSQL(_ cls: ItemClass) -> String {
+        let table = cls.rawValue
+        let columns = ClassSchema.of(cls).primaryKey.map { "d_\($0) BLOB NOT NULL" }.joined(separator: ", ")
+        let indexed = (secondaryIndexes[cls] ?? []).map { "d_\($0)" }.joined(separator: ", ")
+        return """
+        CREATE TABLE \(table) (rowid INTEGER PRIMARY KEY AUTOINCREMENT, pk BLOB NOT NULL UNIQUE, \
+        \(columns), pclass TEXT NOT NULL, wrapped BLOB NOT NULL, payload BLOB NOT NULL);
+        CREATE INDEX \(table)_lookup ON \(table)(\(indexed));
+        """
+    }
+}
+
+/// The keychain file's header: everything needed to unlock it, nothing secret in the clear.
+///
+/// - Important: The header is readable and writable by whoever can write the file. Every field is validated
+///   when read (a value out of range is `errSecInvalidKeychain`, never a trap); the master key is sealed, and the
+///   key check ties cached keys to this file. The lock settings are not authenticated: whoever can write the
+///   file can change them, as they can delete it.
+struct Header: Equatable {
+    var version: Int64
+    var kdf: KDFParameters
+    var wrappedMaster: Data
+    var settings: KeychainSettings
+    var emptyPassword: Bool
+    /// Bumped by every lock, so other open instances lock too.
+    var epoch: Int64
+    /// A random id, new for every keychain file (absent in version 1 files until their first unlock).
+    var fileID: Data?
+    /// ``KeySet/check(fileID:)`` of this file's keys.
+    var keyCheck: Data?
+
+    /// Reads and validates the header.
+    ///
+    /// - Throws: `EngineError` with `errSecInvalidKeychain` (not a keychain, a field missing or out of range),
+    ///   `errSecWrongSecVersion` (a newer format); `SQLiteError` when SQLite cannot read the file.
+    static func read(from db: SQLiteConnection) throws -> Header {
+        var values: [String: Data] = [:]
+        let statement = try db.statement("SELECT name, value FROM keystone_header")
+        while try statement.step() {
+            if let name = statement.text(0), let value = statement.data(1) { values[name] = value }
+        }
+        guard values["magic"] == Data(FileFormat.magic.utf8) else {
+            throw EngineError(Status.invalidKeychain, "the file is not a Keystone keychain")
+        }
+        func invalid(_ what: String) -> EngineError { EngineError(Status.invalidKeychain, "the keychain header's \(what) is invalid") }
+        func integer(_ name: String) -> Int64? {
+            values[name].flatMap { String(data: $0, encoding: .utf8) }.flatMap { Int64($0) }
+        }
+        guard let version = integer("version"), version >= 1 else { throw invalid("format version") }
+        guard version <= FileFormat.version else {
+            throw EngineError(Status.wrongSecVersion, "the keychain has format version \(version); this Keystone reads up to \(FileFormat.version)")
+        }
+        let decoder = JSONDecoder()
+        guard let kdfData = values["kdf"], let kdf = try? decoder.decode(KDFParameters.self, from: kdfData) else {
+            throw invalid("key-derivation parameters")
+        }
+        try kdf.validate()
+        guard let wrapped = values["master"], wrapped.count == FileFormat.wrappedMasterLength else { throw invalid("wrapped master key") }
+        guard let settingsData = values["settings"], let settings = try? decoder.decode(KeychainSettings.self, from: settingsData) else {
+            throw invalid("settings")
+        }
+        if let timeout = settings.lockAfterTimeout {
+            guard timeout.isFinite, timeout >= 0, timeout <= KeychainSettings.maximumTimeout else { throw invalid("lock timeout") }
+        }
+        guard let empty = values["empty"], empty == Data("0".utf8) || empty == Data("1".utf8) else { throw invalid("password flag") }
+        let epoch: Int64
+        if values["epoch"] == nil { epoch = 0 } else {
+            guard let e = integer("epoch"), e >= 0 else { throw invalid("lock epoch") }
+            epoch = e
+        }
+        let fileID = values["fileid"]
+        if let fileID, fileID.count != FileFormat.fileIDLength { throw invalid("file id") }
+        let keyCheck = values["keycheck"]
+        if let keyCheck, keyCheck.count != 32 { throw invalid("key check") }
+        if version >= 2, fileID == nil || keyCheck == nil { throw invalid("file id") }
+        return Header(version: version, kdf: kdf, wrappedMaster: wrapped, settings: settings,
+                      emptyPassword: empty == Data("1".utf8), epoch: epoch, fileID: fileID, keyCheck: keyCheck)
+    }
+
+    /// Writes every field (and the magic when `magic` is true) inside the caller's transaction.
+    func write(to db: SQLiteConnection, magic: Bool = false) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var values: [(String, Data)] = [
+            ("version", Data(String(version).utf8)),
+            ("kdf", try encoder.encode(kdf)),
+            ("master", wrappedMaster),
+            ("settings", try encoder.encode(settings)),
+            ("empty", Data((emptyPassword ? "1" : "0").utf8)),
+            ("epoch", Data(String(epoch).utf8)),
+        ]
+        if let fileID { values.append(("fileid", fileID)) }
+        if let keyCheck { values.append(("keycheck", keyCheck)) }
+        if magic { values.append(("magic", Data(FileFormat.magic.utf8))) }
+        let statement = try db.statement("INSERT OR REPLACE INTO keystone_header (name, value) VALUES (?1, ?2)")
+        for (name, value) in values {
+            statement.reset()
+            try statement.bind(1, name).bind(2, value).run()
+        }
+    }
+}

@@ -1,0 +1,263 @@
+import Crypto
+import Foundation
+import KeychainEngine
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Creating, opening and deleting keychain files.
+//
+// Creation is atomic: the file is built complete (tables, header, wrapped master key) under a temporary name in
+// the same directory, then linked into place with link(2), which fails if a file already exists there. A process
+// killed at any moment of a creation leaves no file at the keychain's path (only a temporary file, removed by the
+// next creation); two first uses racing each other both succeed, on the one file that won.
+
+extension KeychainFile {
+    /// Creates a keychain file at `path` protected by `password`, and leaves it unlocked in this process.
+    ///
+    /// The directory is created 0700 and the file 0600; the file appears at `path` only once complete.
+    /// - Throws: `EngineError` with `errSecDuplicateKeychain` when a file exists at `path`, `errSecWrPerm` when
+    ///   it cannot be created or the directory is not safe (``FileSafety``), `errSecParam` for invalid settings.
+    public static func create(at path: String, password: String, settings: KeychainSettings = .init()) throws -> KeychainFile {
+        try settings.validate()
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty { try makeDirectory(directory) }
+        try FileSafety.check(directoryAt: directory)
+        var existing = stat()
+        if lstat(path, &existing) == 0 { throw EngineError(Status.duplicateKeychain, "a keychain already exists at \(path)") }
+        removeAbandonedBuilds(of: path)
+
+        let master = SymmetricKey(size: .bits256)
+        let temporary = try build(for: path, master: master, password: password, settings: settings)
+        defer {
+            for suffix in ["", "-wal", "-shm"] { unlink(temporary.path + suffix) }
+            close(temporary.fd)  // after unlinking: until then its lock says the build is alive
+        }
+        if link(temporary.path, path) != 0 {
+            let code = errno
+            if code == EEXIST { throw EngineError(Status.duplicateKeychain, "a keychain already exists at \(path)") }
+            throw EngineError(Status.wrPerm, "cannot create \(path): \(String(cString: strerror(code)))")
+        }
+        syncDirectory(directory)
+        let (db, header, device, inode) = try openChecked(path)
+        let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode)
+        do {
+            try file.withMutex { try file.install(KeySet(master: master), at: Date()) }
+        } catch let error as EngineError where error.status == Status.quotaExceeded {
+            // The keychain exists and is unlocked here; other processes will find it locked.
+            KeystoneLog.logger.error("created keychain could not be shared through the kernel keyring", metadata: ["path": "\(path)"])
+        }
+        return file
+    }
+
+    /// Builds a complete keychain in a temporary file next to `path`, and returns it with its descriptor, which
+    /// holds a lock (flock) on it until the caller closes it.
+    private static func build(for path: String, master: SymmetricKey, password: String,
+                              settings: KeychainSettings) throws -> (path: String, fd: Int32) {
+        let temporary = buildPrefix(of: path) + randomBytes(8).map { String(format: "%02x", $0) }.joined()
+        let fd = openFile(temporary, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw EngineError(Status.wrPerm, "cannot create a keychain in \((path as NSString).deletingLastPathComponent): \(String(cString: strerror(errno)))")
+        }
+        // Held until this process exits or the build is linked: a lock nobody holds marks an abandoned build.
+        _ = flock(fd, LOCK_EX)
+        fchmod(fd, 0o600)
+        do {
+            let db = try SQLiteConnection(path: temporary, create: false)
+            try db.exec("PRAGMA journal_mode=WAL")
+            try configure(db)
+            let kdf = KDFParameters.current()
+            let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: FileFormat.masterAAD)
+            let fileID = randomBytes(FileFormat.fileIDLength)
+            let header = Header(version: FileFormat.version, kdf: kdf, wrappedMaster: wrapped, settings: settings,
+                                emptyPassword: password.isEmpty, epoch: 0, fileID: fileID,
+                                keyCheck: KeySet(master: master).check(fileID: fileID))
+            try db.exec("BEGIN IMMEDIATE")
+            try db.exec("CREATE TABLE keystone_header (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+            for cls in ItemClass.allCases { try db.exec(FileFormat.tableSQL(cls)) }
+            try header.write(to: db, magic: true)
+            try db.exec("COMMIT")
+            // Closing the last connection checkpoints the WAL into the file (synchronously) and removes it.
+        } catch {
+            close(fd)
+            for suffix in ["", "-wal", "-shm"] { unlink(temporary + suffix) }
+            if let sqlite = error as? SQLiteError { throw sqlite.engineError }
+            throw error
+        }
+        fsync(fd)
+        return (temporary, fd)
+    }
+
+    private static func buildPrefix(of path: String) -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        return (directory.isEmpty ? "" : directory + "/") + "." + name + ".creating-"
+    }
+
+    /// Removes temporary files of creations whose process died (their lock is free).
+    private static func removeAbandonedBuilds(of path: String) {
+        let prefix = buildPrefix(of: path)
+        let directory = (prefix as NSString).deletingLastPathComponent
+        let namePrefix = (prefix as NSString).lastPathComponent
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) else { return }
+        for name in names where name.hasPrefix(namePrefix) && !name.hasSuffix("-wal") && !name.hasSuffix("-shm") {
+            let candidate = (directory.isEmpty ? "" : directory + "/") + name
+            let fd = openFile(candidate, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+                for suffix in ["", "-wal", "-shm"] { unlink(candidate + suffix) }
+            }
+            close(fd)
+        }
+    }
+
+    private static func syncDirectory(_ directory: String) {
+        let fd = openFile(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 { fsync(fd); close(fd) }
+    }
+
+    /// Opens an existing keychain file. Never writes to a file it cannot recognise.
+    ///
+    /// The keychain comes back unlocked when its keys are cached in the kernel keyring or its password is empty;
+    /// otherwise locked.
+    /// - Throws: `EngineError` with `errSecNoSuchKeychain` (missing), `errSecWrPerm` (owned by another user, or
+    ///   open to group or others: ``FileSafety``), `errSecInvalidKeychain` (not a keychain, truncated, a header
+    ///   value out of range), `errSecWrongSecVersion` (a newer format).
+    public static func open(at path: String) throws -> KeychainFile {
+        let (db, header, device, inode) = try openChecked(path)
+        let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode)
+        file.withMutex {
+            file.loadSharedKeys()
+            if file.keys == nil && header.emptyPassword { try? file.unlock(password: "") }
+        }
+        return file
+    }
+
+    /// Checks, opens and reads the header of the keychain file at `path`.
+    static func openChecked(_ path: String) throws -> (SQLiteConnection, Header, UInt64, UInt64) {
+        var before = stat()
+        guard stat(path, &before) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
+        let db: SQLiteConnection
+        let header: Header
+        do {
+            db = try SQLiteConnection(path: path, create: false)
+            try db.exec("BEGIN")
+            defer { try? db.exec("COMMIT") }
+            header = try Header.read(from: db)
+        } catch let error as SQLiteError {
+            throw EngineError(Status.invalidKeychain, "\(path) is not a keychain (SQLite \(error.code))")
+        }
+        // A file that is not a keychain is reported as such first; a keychain is used only when it is safe.
+        try FileSafety.check(keychainAt: path)
+        do { try configure(db) } catch let error as SQLiteError { throw error.engineError }
+        var after = stat()
+        guard stat(path, &after) == 0, after.st_dev == before.st_dev, after.st_ino == before.st_ino else {
+            throw EngineError(Status.invalidKeychain, "the keychain \(path) was replaced while it was being opened")
+        }
+        return (db, header, UInt64(after.st_dev), UInt64(after.st_ino))
+    }
+
+    /// Whether the file at `path` is a Keystone keychain (its header has Keystone's magic); reads only.
+    public static func isKeychain(at path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+              let db = try? SQLiteConnection(path: path, create: false) else { return false }
+        guard let statement = try? db.statement("SELECT value FROM keystone_header WHERE name = 'magic'"),
+              (try? statement.step()) == true else { return false }
+        return statement.data(0) == Data(FileFormat.magic.utf8)
+    }
+
+    /// Opens the default keychain, creating it with an empty password when it does not exist.
+    ///
+    /// Processes racing to the first use all succeed on the same file. A file left by a creation interrupted in
+    /// an earlier version of Keystone (a database with no header and no items) is moved aside, never deleted.
+    /// - Throws: the errors of ``open(at:)`` and ``create(at:password:settings:)``.
+    public static func openDefault() throws -> (keychain: KeychainFile, created: Bool) {
+        let path = defaultPath
+        for _ in 0..<4 {
+            var info = stat()
+            if stat(path, &info) == 0 {
+                do {
+                    return (try open(at: path), false)
+                } catch let error as EngineError where error.status == Status.invalidKeychain && isAbandonedCreation(path) {
+                    let aside = path + ".interrupted-" + randomBytes(4).map { String(format: "%02x", $0) }.joined()
+                    KeystoneLog.logger.warning("moving aside a keychain file whose creation was interrupted", metadata: ["path": "\(path)", "to": "\(aside)"])
+                    if rename(path, aside) != 0 { throw error }
+                    continue
+                }
+            }
+            do {
+                return (try create(at: path, password: ""), true)
+            } catch let error as EngineError where error.status == Status.duplicateKeychain {
+                continue  // another process created it first: open theirs
+            }
+        }
+        return (try open(at: path), false)
+    }
+
+    /// A SQLite database with no Keystone header and no item rows: what an interrupted creation of an earlier
+    /// version left behind. Anything else (another program's database, a keychain with items) is not.
+    static func isAbandonedCreation(_ path: String) -> Bool {
+        guard let db = try? SQLiteConnection(path: path, create: false) else { return false }
+        guard let count = try? db.statement("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"),
+              (try? count.step()) == true else { return false }
+        let tables = count.int64(0)
+        count.reset()
+        if tables == 0 { return true }
+        if let header = try? db.statement("SELECT count(*) FROM keystone_header"), (try? header.step()) == true, header.int64(0) > 0 {
+            return false
+        }
+        for cls in ItemClass.allCases {
+            guard let rows = try? db.statement("SELECT count(*) FROM \(cls.rawValue)") else { continue }
+            guard (try? rows.step()) == true, rows.int64(0) == 0 else { return false }
+        }
+        return true
+    }
+
+    /// Deletes the keychain file (with its WAL and shared-memory files) and its cached keys.
+    ///
+    /// Only a Keystone keychain is deleted: any other file is left as it is.
+    /// - Throws: `EngineError` with `errSecNoSuchKeychain` when there is no file, `errSecInvalidKeychain` when
+    ///   the file is not a keychain, `errSecWrPerm` when it cannot be removed.
+    public static func delete(at path: String) throws {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
+        guard isKeychain(at: path) else {
+            throw EngineError(Status.invalidKeychain, "\(path) is not a Keystone keychain; it was not deleted")
+        }
+        if let db = try? SQLiteConnection(path: path, create: false),
+           let header = try? Header.read(from: db), let fileID = header.fileID,
+           let identity = FileIdentity(path: path, fileID: fileID) {
+            KeyringCache(identity: identity).remove()
+        }
+        guard unlink(path) == 0 else {
+            throw EngineError(Status.wrPerm, "cannot delete \(path): \(String(cString: strerror(errno)))")
+        }
+        for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
+    }
+
+    /// Per-connection settings: durable commits (synchronous=FULL, set after opening), a 16 MiB page cache and
+    /// memory-mapped reads, so lookups in a large keychain do not pay a read(2) per page.
+    static func configure(_ db: SQLiteConnection) throws {
+        try db.exec("PRAGMA synchronous=FULL")
+        try db.exec("PRAGMA cache_size=-16384")
+        try db.exec("PRAGMA mmap_size=268435456")
+    }
+
+    static func makeDirectory(_ directory: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) { return }
+        let parent = (directory as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != directory { try makeDirectory(parent) }
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw EngineError(Status.wrPerm, "cannot create \(directory): \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+/// open(2), outside the class (`open` is a method name there).
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+    open(path, flags, mode)
+}

@@ -1,0 +1,68 @@
+import Crypto
+import CryptoExtras
+import Foundation
+import KeychainEngine
+
+/// scrypt parameters, stored in the file's header so they can be raised later.
+///
+/// The header is not secret and not authenticated before the password is known, so every value read from a
+/// file is checked against ``limits`` before any arithmetic: a planted or damaged header is
+/// `errSecInvalidKeychain`, never a trap, an overflow or a multi-gigabyte allocation.
+struct KDFParameters: Codable, Hashable {
+    var rounds: Int
+    var blockSize: Int
+    var parallelism: Int
+    var salt: Data
+
+    /// What a header may hold: N a power of two in 2^10…2^22, r in 1…32, p in 1…16, a salt of 16…64 bytes,
+    /// and at most 1 GiB of scrypt memory (128·N·r·p).
+    enum Limits {
+        static let rounds = (1 << 10)...(1 << 22)
+        static let blockSize = 1...32
+        static let parallelism = 1...16
+        static let saltLength = 16...64
+        static let memory = 1 << 30
+    }
+
+    /// Today's parameters: N = 2^15, r = 8, p = 1 (32 MiB, tens of milliseconds).
+    static func current() -> KDFParameters {
+        KDFParameters(rounds: 1 << 15, blockSize: 8, parallelism: 1, salt: randomBytes(16))
+    }
+
+    /// Checks every value against ``Limits``.
+    ///
+    /// - Throws: `EngineError` with `errSecInvalidKeychain` naming the field out of range.
+    func validate() throws {
+        func bad(_ what: String) -> EngineError {
+            EngineError(Status.invalidKeychain, "the keychain header's key-derivation \(what) is out of range")
+        }
+        guard Limits.rounds.contains(rounds), rounds.nonzeroBitCount == 1 else { throw bad("cost (N = \(rounds))") }
+        guard Limits.blockSize.contains(blockSize) else { throw bad("block size (r = \(blockSize))") }
+        guard Limits.parallelism.contains(parallelism) else { throw bad("parallelism (p = \(parallelism))") }
+        guard Limits.saltLength.contains(salt.count) else { throw bad("salt length (\(salt.count) bytes)") }
+        // The ranges above keep this product far from overflow: at most 2^7 · 2^22 · 2^5 · 2^4 = 2^38.
+        guard 128 * rounds * blockSize * parallelism <= Limits.memory else { throw bad("memory (128·N·r·p over 1 GiB)") }
+    }
+
+    /// Derives the key that wraps the master key.
+    ///
+    /// - Throws: `errSecInvalidKeychain` for parameters out of range; `errSecAllocate` when scrypt fails.
+    func deriveKey(_ password: String) throws -> SymmetricKey {
+        try validate()
+        do {
+            return try KDF.Scrypt.deriveKey(from: Data(password.utf8), salt: salt, outputByteCount: 32,
+                                            rounds: rounds, blockSize: blockSize, parallelism: parallelism,
+                                            maxMemory: 128 * rounds * blockSize * parallelism + (1 << 20))
+        } catch {
+            throw EngineError(Status.allocate, "key derivation failed (\(type(of: error)))")
+        }
+    }
+
+    /// Whether these parameters are weaker than today's: then unlocking re-wraps with new ones.
+    var isOutdated: Bool { rounds < KDFParameters.current().rounds }
+}
+
+func randomBytes(_ count: Int) -> Data {
+    var generator = SystemRandomNumberGenerator()
+    return Data((0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+}

@@ -1,0 +1,402 @@
+import Crypto
+import Foundation
+import KeychainEngine
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The rows of a keychain file: transactions, sealing, and the checks that make a tampered row unreadable.
+//
+// What is authenticated (an attacker with the file but not the password can change none of it unnoticed):
+// - `payload` and `wrapped` are AES-GCM sealed; their associated data is the class, the protection class, the
+//   row id (format 2) and the `pk` digest.
+// - After decryption, the digests of the decrypted primary-key attributes must equal the row's `pk` and every
+//   `d_` column, and the decrypted accessibility must belong to the row's protection class.
+// A row failing any check is `Candidate.unreadable` with `errSecDecode`: it is never returned as an item, so no
+// query can be answered with another item's secret by moving columns between rows.
+
+extension KeychainFile {
+    // MARK: - Transactions
+
+    func beginImmediate() throws {
+        var attempts = 0
+        while true {
+            do {
+                try db.statement("BEGIN IMMEDIATE").run()
+                return
+            } catch let error as SQLiteError where (error.code & 0xFF) == 5 /* SQLITE_BUSY */ && attempts < 50 {
+                // The busy handler already waited 10 s inside SQLite; BEGIN IMMEDIATE can still report BUSY at once
+                // when a WAL recovery is running. Retry a bounded number of times.
+                attempts += 1
+                usleep(UInt32(1_000 * attempts))
+            }
+        }
+    }
+
+    public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
+        try withMutex {
+            try refresh()
+            inTransaction = true
+            began = false
+            defer { inTransaction = false; began = false }
+            do {
+                let result = try body(Transaction(file: self, writing: false))
+                if began { try db.statement("COMMIT").run() }
+                return result
+            } catch {
+                if began { try? db.statement("ROLLBACK").run() }
+                if let sqlite = error as? SQLiteError { throw sqlite.engineError }
+                throw error
+            }
+        }
+    }
+
+    public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
+        try withMutex {
+            try refresh()
+            do { try beginImmediate() } catch let error as SQLiteError { throw error.engineError }
+            inTransaction = true
+            began = true
+            defer { inTransaction = false; began = false }
+            do {
+                let result = try body(Transaction(file: self, writing: true))
+                try db.statement("COMMIT").run()
+                return result
+            } catch {
+                try? db.statement("ROLLBACK").run()
+                // Rows decrypted in the rolled-back transaction may describe writes that never happened.
+                rowCache.removeAll()
+                if let sqlite = error as? SQLiteError { throw sqlite.engineError }
+                throw error
+            }
+        }
+    }
+
+    /// Starts the SQLite read transaction on first use.
+    private func ensureBegun() throws {
+        if !began {
+            try db.statement("BEGIN").run()
+            began = true
+        }
+    }
+
+    // MARK: - Digests and associated data
+
+    struct Digests {
+        var pk: Data
+        var columns: [Data]
+    }
+
+    private func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
+        var bytes = Data("\(cls.rawValue)\u{0}\(attribute)\u{0}".utf8)
+        RowCodec.write(value, to: &bytes)
+        return Sealing.digest(bytes, mac: index)
+    }
+
+    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>) -> Data {
+        let schema = ClassSchema.of(cls)
+        var bytes = Data("\(cls.rawValue)\u{0}pk".utf8)
+        for key in schema.primaryKey {
+            bytes.append(0)
+            bytes.append(contentsOf: key.utf8)
+            RowCodec.write(attributes[key] ?? schema.attributes[key]!.type.emptyValue, to: &bytes)
+        }
+        return Sealing.digest(bytes, mac: index)
+    }
+
+    /// The `pk` digest and the `d_` digests in schema primary-key order.
+    func digests(of cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>) -> Digests {
+        let schema = ClassSchema.of(cls)
+        return Digests(
+            pk: compositeDigest(cls, attributes, index),
+            columns: schema.primaryKey.map { key in
+                digest(cls, key, attributes[key] ?? schema.attributes[key]!.type.emptyValue, index)
+            })
+    }
+
+    /// The associated data of a row's sealed key and payload; format 1 files do not bind the row id.
+    func aad(_ cls: ItemClass, _ pclass: String, _ pk: Data, rowID: Int64, version: Int64) -> Data {
+        var aad = Data((version >= 2 ? "keystone-row-v2\u{0}" : "keystone-row-v1\u{0}").utf8)
+        aad.append(contentsOf: "\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
+        if version >= 2 { aad.append(contentsOf: "\(rowID)\u{0}".utf8) }
+        aad.append(pk)
+        return aad
+    }
+
+    private func unavailable(_ cls: ItemClass, _ rowID: Int64) -> Candidate {
+        .unreadable(itemClass: cls, rowID: rowID, error: EngineError.interactionNotAllowed("the keychain is locked"))
+    }
+
+    private static func damaged(_ cls: ItemClass, _ rowID: Int64, _ reason: String) -> Candidate {
+        KeystoneLog.logger.warning("damaged keychain item", metadata: ["class": "\(cls.rawValue)", "row": "\(rowID)", "reason": "\(reason)"])
+        return .unreadable(itemClass: cls, rowID: rowID, error: EngineError(Status.decode, "the item failed its integrity check (\(reason))"))
+    }
+
+    // MARK: - Reading rows
+
+    /// The columns read for every row: `rowid, pk, pclass, wrapped, payload, d_…` (schema order).
+    private func selectColumns(_ cls: ItemClass) -> String {
+        let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }.joined(separator: ", ")
+        return "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns) FROM \(cls.rawValue)"
+    }
+
+    /// Decrypts and checks the row the statement stands on.
+    private func row(_ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet) -> Candidate {
+        let schema = ClassSchema.of(cls)
+        let rowID = statement.int64(0)
+        let pk = statement.data(1) ?? Data()
+        let pclass = statement.text(2) ?? ""
+        let wrapped = statement.data(3) ?? Data()
+        let payload = statement.data(4) ?? Data()
+        let stored = (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() }
+        var raw = Data(pclass.utf8)
+        for part in [pk, wrapped, payload] + stored { RowCodec.writeBytes(part, to: &raw) }
+        let key = RowKey(itemClass: cls, rowID: rowID)
+        if cachingEnabled, let hit = rowCache[key], hit.columns == raw { return hit.candidate }
+        let candidate = decrypt(cls, rowID: rowID, pk: pk, pclass: pclass, wrapped: wrapped, payload: payload, digests: stored, keys: keys)
+        if cachingEnabled, case .item = candidate {
+            if rowCache.count >= 16_384 { rowCache.removeAll() }
+            rowCache[key] = CachedRow(columns: raw, candidate: candidate)
+        }
+        return candidate
+    }
+
+    private func decrypt(_ cls: ItemClass, rowID: Int64, pk: Data, pclass: String, wrapped: Data, payload: Data,
+                         digests stored: [Data], keys: KeySet) -> Candidate {
+        guard let protection = ProtectionClass(rawValue: pclass) else { return Self.damaged(cls, rowID, "protection class") }
+        guard let classKey = keys.classKeys[protection] else { return unavailable(cls, rowID) }
+        let aad = self.aad(cls, pclass, pk, rowID: rowID, version: header.version)
+        let item: StoredItem
+        do {
+            let itemKey = SymmetricKey(data: try Sealing.open(wrapped, key: classKey, aad: aad))
+            item = try RowCodec.decode(try Sealing.open(payload, key: itemKey, aad: aad), itemClass: cls, rowID: rowID)
+        } catch {
+            return Self.damaged(cls, rowID, "authentication")
+        }
+        guard ProtectionClass(item.accessibility) == protection else { return Self.damaged(cls, rowID, "accessibility") }
+        let expected = digests(of: cls, item.attributes, keys.indexMAC)
+        guard expected.pk == pk, expected.columns == stored else { return Self.damaged(cls, rowID, "index columns") }
+        return .item(item)
+    }
+
+    fileprivate func forEachCandidate(_ cls: ItemClass, _ constraints: [String: AttributeValue],
+                                      _ body: (Candidate) throws -> Bool) throws {
+        try ensureBegun()
+        guard let keys else {
+            // Locked: without the index key no constraint can be checked; every row may match.
+            let statement = try db.freshStatement("SELECT rowid FROM \(cls.rawValue) ORDER BY rowid")
+            defer { statement.reset() }
+            while try statement.step() {
+                guard try body(unavailable(cls, statement.int64(0))) else { return }
+            }
+            return
+        }
+        let schema = ClassSchema.of(cls)
+        let select = selectColumns(cls)
+        let statement: SQLiteStatement
+        if constraints.count == schema.primaryKey.count {
+            statement = try db.freshStatement("\(select) WHERE pk = ?1")
+            statement.bind(1, compositeDigest(cls, constraints, keys.indexMAC))
+        } else {
+            let ordered = constraints.keys.sorted()
+            let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
+            let sql = conditions.isEmpty ? "\(select) ORDER BY rowid" : "\(select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY rowid"
+            statement = try db.freshStatement(sql)
+            for (offset, key) in ordered.enumerated() {
+                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC))
+            }
+        }
+        defer { statement.reset() }
+        while try statement.step() {
+            guard try body(row(cls, statement, keys: keys)) else { return }
+        }
+    }
+
+    fileprivate func candidate(_ cls: ItemClass, _ rowID: Int64) throws -> Candidate? {
+        try ensureBegun()
+        let statement = try db.freshStatement("\(selectColumns(cls)) WHERE rowid = ?1")
+        statement.bind(1, rowID)
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        guard let keys else { return unavailable(cls, rowID) }
+        return row(cls, statement, keys: keys)
+    }
+
+    // MARK: - Writing rows
+
+    private func sealed(_ item: StoredItem, rowID: Int64, keys: KeySet, version: Int64) throws -> (Digests, String, Data, Data) {
+        let protection = ProtectionClass(item.accessibility)
+        guard let classKey = keys.classKeys[protection] else {
+            throw EngineError.interactionNotAllowed("the item's protection class is locked")
+        }
+        let digests = digests(of: item.itemClass, item.attributes, keys.indexMAC)
+        let aad = self.aad(item.itemClass, protection.rawValue, digests.pk, rowID: rowID, version: version)
+        let itemKey = SymmetricKey(size: .bits256)
+        let wrapped = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: aad)
+        var stored = item
+        stored.rowID = 0
+        let payload = try Sealing.seal(RowCodec.encode(stored), key: itemKey, aad: aad)
+        return (digests, protection.rawValue, wrapped, payload)
+    }
+
+    /// The row id the next insert into `cls` gets (AUTOINCREMENT: one more than any id ever used).
+    private func nextRowID(_ cls: ItemClass) throws -> Int64 {
+        let statement = try db.statement("SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = ?1), 0), COALESCE((SELECT max(rowid) FROM \(cls.rawValue)), 0))")
+        statement.bind(1, cls.rawValue)
+        defer { statement.reset() }
+        guard try statement.step() else { return 1 }
+        let last = statement.int64(0)
+        guard last < Int64.max else { throw EngineError(Status.diskFull, "the keychain has used every row id") }
+        return last + 1
+    }
+
+    fileprivate func insert(_ item: StoredItem) throws -> Int64 {
+        guard let keys else { throw EngineError.interactionNotAllowed("the keychain is locked") }
+        let cls = item.itemClass
+        let rowID = try nextRowID(cls)
+        let (digests, pclass, wrapped, payload) = try sealed(item, rowID: rowID, keys: keys, version: header.version)
+        let columns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
+        let placeholders = (0..<(columns.count + 5)).map { "?\($0 + 1)" }.joined(separator: ", ")
+        let statement = try db.statement("INSERT INTO \(cls.rawValue) (rowid, pk, pclass, wrapped, payload, \(columns.joined(separator: ", "))) VALUES (\(placeholders))")
+        statement.bind(1, rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload)
+        for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column) }
+        do { try statement.run() } catch let error as SQLiteError where (error.code & 0xFF) == 19 /* SQLITE_CONSTRAINT */ {
+            throw EngineError.duplicateItem("an item with the same primary key exists")
+        }
+        return rowID
+    }
+
+    fileprivate func replace(_ item: StoredItem) throws {
+        guard let keys else { throw EngineError.interactionNotAllowed("the keychain is locked") }
+        try replace(item, keys: keys, version: header.version)
+    }
+
+    private func replace(_ item: StoredItem, keys: KeySet, version: Int64) throws {
+        let (digests, pclass, wrapped, payload) = try sealed(item, rowID: item.rowID, keys: keys, version: version)
+        let columns = ClassSchema.of(item.itemClass).primaryKey
+        let assignments = columns.enumerated().map { "d_\($0.element) = ?\($0.offset + 6)" }.joined(separator: ", ")
+        let statement = try db.statement("UPDATE \(item.itemClass.rawValue) SET pk = ?2, pclass = ?3, wrapped = ?4, payload = ?5, \(assignments) WHERE rowid = ?1")
+        statement.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload)
+        for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column) }
+        do { try statement.run() } catch let error as SQLiteError where (error.code & 0xFF) == 19 {
+            throw EngineError.duplicateItem("an item with the same primary key exists")
+        }
+        guard db.changes == 1 else { throw EngineError.itemNotFound }
+    }
+
+    fileprivate func delete(_ cls: ItemClass, _ rowID: Int64) throws {
+        let statement = try db.statement("DELETE FROM \(cls.rawValue) WHERE rowid = ?1")
+        try statement.bind(1, rowID).run()
+        rowCache[RowKey(itemClass: cls, rowID: rowID)] = nil
+    }
+
+    // MARK: - Format upgrade
+
+    /// Upgrades a version 1 file: re-seals every row with its row id bound, gives the file an id and a key check.
+    /// One transaction: a crash leaves the file as it was. Rows that fail their check under version 1 are left
+    /// as they are (they stay unreadable, and are never deleted). Mutex held.
+    func upgrade(master: SymmetricKey) throws {
+        let keys = KeySet(master: master)
+        do {
+            try beginImmediate()
+            do {
+                var fresh = try Header.read(from: db)
+                guard fresh.version < FileFormat.version else { try db.exec("COMMIT"); header = fresh; return }
+                let previous = fresh.version
+                var items: [StoredItem] = []
+                var left = 0
+                for cls in ItemClass.allCases {
+                    let statement = try db.freshStatement(selectColumns(cls) + " ORDER BY rowid")
+                    defer { statement.reset() }
+                    while try statement.step() {
+                        let rowID = statement.int64(0)
+                        let schema = ClassSchema.of(cls)
+                        let pk = statement.data(1) ?? Data()
+                        let pclass = statement.text(2) ?? ""
+                        guard let protection = ProtectionClass(rawValue: pclass), let classKey = keys.classKeys[protection] else { left += 1; continue }
+                        let aad = self.aad(cls, pclass, pk, rowID: rowID, version: previous)
+                        guard let itemKey = try? Sealing.open(statement.data(3) ?? Data(), key: classKey, aad: aad),
+                              let plain = try? Sealing.open(statement.data(4) ?? Data(), key: SymmetricKey(data: itemKey), aad: aad),
+                              var item = try? RowCodec.decode(plain, itemClass: cls, rowID: rowID) else { left += 1; continue }
+                        let stored = (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() }
+                        let expected = digests(of: cls, item.attributes, keys.indexMAC)
+                        guard expected.pk == pk, expected.columns == stored else { left += 1; continue }
+                        item.rowID = rowID
+                        items.append(item)
+                    }
+                }
+                for item in items { try replace(item, keys: keys, version: FileFormat.version) }
+                let fileID = fresh.fileID ?? randomBytes(FileFormat.fileIDLength)
+                fresh.version = FileFormat.version
+                fresh.fileID = fileID
+                fresh.keyCheck = keys.check(fileID: fileID)
+                try fresh.write(to: db)
+                try db.exec("COMMIT")
+                header = fresh
+                dataVersion = -1
+                rowCache.removeAll()
+                KeystoneLog.logger.notice("keychain upgraded to format \(FileFormat.version)", metadata: ["path": "\(path)", "rows": "\(items.count)", "left": "\(left)"])
+            } catch {
+                try? db.exec("ROLLBACK")
+                throw error
+            }
+        } catch let error as SQLiteError { throw error.engineError }
+    }
+
+    // MARK: - Verification
+
+    /// What ``verify()`` found.
+    public struct Verification: Sendable, Hashable {
+        /// Rows that decrypted and passed every check.
+        public var readable: Int
+        /// Rows whose class key is not available in the current lock state.
+        public var locked: Int
+        /// Rows that failed an integrity check, by class and row id: `errSecDecode` on every read.
+        public var damaged: [PersistentReference]
+        public var total: Int { readable + locked + damaged.count }
+    }
+
+    /// Reads and checks every row of every class, without changing anything.
+    ///
+    /// Damaged rows are also logged (class and row id, never contents). `keystone doctor` and
+    /// `verify-keychain` report this.
+    /// - Throws: `errSecInteractionNotAllowed` when the keychain is locked; storage errors.
+    public func verify() throws -> Verification {
+        try read { _ in
+            guard keys != nil else { throw EngineError.interactionNotAllowed("the keychain is locked") }
+            var report = Verification(readable: 0, locked: 0, damaged: [])
+            for cls in ItemClass.allCases {
+                try forEachCandidate(cls, [:]) { candidate in
+                    switch candidate {
+                    case .item: report.readable += 1
+                    case .unreadable(let c, let id, let error):
+                        if error.status == Status.decode { report.damaged.append(PersistentReference(itemClass: c, rowID: id)) } else { report.locked += 1 }
+                    }
+                    return true
+                }
+            }
+            return report
+        }
+    }
+
+    final class Transaction: StorageWriter {
+        let file: KeychainFile
+        let writing: Bool
+        init(file: KeychainFile, writing: Bool) { self.file = file; self.writing = writing }
+        func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate] {
+            var all: [Candidate] = []
+            try file.forEachCandidate(itemClass, constraints) { all.append($0); return true }
+            return all
+        }
+        func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
+                              _ body: (Candidate) throws -> Bool) throws {
+            try file.forEachCandidate(itemClass, constraints, body)
+        }
+        func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? { try file.candidate(itemClass, rowID) }
+        func insert(_ item: StoredItem) throws -> Int64 { try file.insert(item) }
+        func replace(_ item: StoredItem) throws { try file.replace(item) }
+        func delete(in itemClass: ItemClass, rowID: Int64) throws { try file.delete(itemClass, rowID) }
+    }
+}
