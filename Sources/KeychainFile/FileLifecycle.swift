@@ -56,7 +56,7 @@ extension KeychainFile {
     /// holds a lock (flock) on it until the caller closes it.
     private static func build(for path: String, master: SymmetricKey, password: String,
                               settings: KeychainSettings) throws -> (path: String, fd: Int32) {
-        let temporary = buildPrefix(of: path) + randomBytes(8).map { String(format: "%02x", $0) }.joined()
+        let temporary = buildPrefix(of: path) + "\(getpid())-" + randomBytes(8).map { String(format: "%02x", $0) }.joined()
         let fd = openFile(temporary, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw EngineError(Status.wrPerm, "cannot create a keychain in \((path as NSString).deletingLastPathComponent): \(String(cString: strerror(errno)))")
@@ -96,7 +96,8 @@ extension KeychainFile {
         return (directory.isEmpty ? "" : directory + "/") + "." + name + ".creating-"
     }
 
-    /// Removes temporary files of creations whose process died (their lock is free).
+    /// Removes temporary files of creations whose process died: its process id (in the name) no longer runs and
+    /// its lock is free. Both conditions: a build whose process has opened the file but not yet locked it is alive.
     private static func removeAbandonedBuilds(of path: String) {
         let prefix = buildPrefix(of: path)
         let directory = (prefix as NSString).deletingLastPathComponent
@@ -104,6 +105,8 @@ extension KeychainFile {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) else { return }
         for name in names where name.hasPrefix(namePrefix) && !name.hasSuffix("-wal") && !name.hasSuffix("-shm") {
             let candidate = (directory.isEmpty ? "" : directory + "/") + name
+            let pidText = name.dropFirst(namePrefix.count).prefix { $0 != "-" }
+            if let pid = pid_t(pidText), pid > 0, kill(pid, 0) == 0 || errno == EPERM { continue }
             let fd = openFile(candidate, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard fd >= 0 else { continue }
             if flock(fd, LOCK_EX | LOCK_NB) == 0 {

@@ -332,6 +332,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     private func followReplacement() throws {
         var info = stat()
         guard stat(path, &info) == 0 else {
+            if gone == nil { db.keepWALOnClose() }
             gone = EngineError(Status.noSuchKeychain, "the keychain \(path) was deleted")
             throw gone!
         }
@@ -339,6 +340,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         guard UInt64(info.st_dev) != device || UInt64(info.st_ino) != inode else { return }
         KeystoneLog.logger.notice("the keychain file was replaced; opening the new file", metadata: ["path": "\(path)"])
         let (newDB, newHeader, dev, ino) = try Self.openChecked(path)
+        db.keepWALOnClose()
         db = newDB
         header = newHeader
         device = dev

@@ -76,6 +76,13 @@ final class SQLiteConnection {
         return SQLiteStatement(raw, connection: self)
     }
 
+    /// Keeps the WAL file when this connection closes. Used on a connection to a file that was deleted or
+    /// replaced: its WAL's name may by now belong to the new file, which closing must not delete.
+    func keepWALOnClose() {
+        var on: Int32 = 1
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+    }
+
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(db) }
     var changes: Int { Int(sqlite3_changes(db)) }
 }

@@ -11,6 +11,37 @@ func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").u
 func fail(_ message: String) -> Never { FileHandle.standardError.write(Data((message + "\n").utf8)); exit(2) }
 let args = CommandLine.arguments
 guard args.count >= 4 else { fail("usage: keychain-file-stress PATH PASSWORD MODE ARGS") }
+
+//   create-loop                 create PATH-0, PATH-1, … (password PASSWORD) forever; print "created N" after each
+//   default-add ACCOUNT         first use of the default keychain ($KEYSTONE_KEYCHAIN): add ACCOUNT, read it back,
+//                               print "ok"; on failure print "status S" and exit 1
+switch args[3] {
+case "create-loop":
+    var i = 0
+    while true {
+        _ = try KeychainFile.create(at: "\(args[1])-\(i)", password: args[2])
+        emit("created \(i)")
+        i += 1
+    }
+case "default-add":
+    do {
+        let (file, _) = try KeychainFile.openDefault()
+        let engine = KeychainEngine(storage: file)
+        let q: KeychainQuery = [Key.class: .string("genp"), Key.service: .string("first-use"), Key.account: .string(args[4])]
+        try engine.add(q.merging([Key.valueData: .data(Data(args[4].utf8))]) { $1 })
+        guard try engine.copyMatching(q.merging([Key.returnData: .bool(true)]) { $1 })?.data == Data(args[4].utf8) else {
+            emit("status wrong-secret"); exit(1)
+        }
+        emit("ok")
+        exit(0)
+    } catch let error as EngineError {
+        emit("status \(error.status) \(error.reason)")
+        exit(1)
+    }
+default:
+    break
+}
+
 let file = try KeychainFile.open(at: args[1])
 if file.lockState != .unlocked { try file.unlock(password: args[2]) }
 let engine = KeychainEngine(storage: file)

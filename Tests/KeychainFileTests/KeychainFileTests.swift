@@ -319,11 +319,15 @@ struct KeychainFileProcessTests {
         var reported = 0
         for round in 0..<20 {
             let (child, pipe) = try launch([path, "pw", "write-loop", "r\(round)"])
-            Thread.sleep(forTimeInterval: Double.random(in: 0.15...0.6, using: &generator))
+            // Kill after a random number of acknowledged writes (a signal from the child, not a clock): the kill
+            // lands somewhere inside the next write.
+            let reader = LineReader(pipe)
+            let target = Int.random(in: 1...40, using: &generator)
+            var done: [Int] = []
+            while done.count < target, let line = reader.next(), let i = Int(line.dropFirst(5)) { done.append(i) }
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let done = output.split(separator: "\n").compactMap { $0.hasPrefix("done ") ? Int($0.dropFirst(5)) : nil }
+            while let line = reader.next() { if let i = Int(line.dropFirst(5)) { done.append(i) } }
             let file = try KeychainFile.open(at: path)
             if file.lockState != .unlocked { try file.unlock(password: "pw") }
             let engine = KeychainEngine(storage: file)

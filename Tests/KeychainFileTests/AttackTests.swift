@@ -1,0 +1,381 @@
+import CSQLite
+import Foundation
+import KeychainEngine
+@testable import KeychainFile
+import Testing
+
+/// Reads one column of one row as an attacker with the file would.
+func rawColumn(_ path: String, _ table: String, _ column: String, rowID: Int64) -> Data? {
+    var db: OpaquePointer?
+    sqlite3_open(path, &db)
+    defer { sqlite3_close(db) }
+    var select: OpaquePointer?
+    sqlite3_prepare_v2(db, "SELECT \(column) FROM \(table) WHERE rowid = \(rowID)", -1, &select, nil)
+    defer { sqlite3_finalize(select) }
+    guard sqlite3_step(select) == SQLITE_ROW, let bytes = sqlite3_column_blob(select, 0) else { return nil }
+    return Data(bytes: bytes, count: Int(sqlite3_column_bytes(select, 0)))
+}
+
+/// Sets one column of one row (a blob, or a SQL literal when `literal` is given).
+func setColumn(_ path: String, _ table: String, _ column: String, rowID: Int64, _ value: Data) {
+    var db: OpaquePointer?
+    sqlite3_open(path, &db)
+    defer { sqlite3_close(db) }
+    var update: OpaquePointer?
+    sqlite3_prepare_v2(db, "UPDATE \(table) SET \(column) = ?1 WHERE rowid = \(rowID)", -1, &update, nil)
+    _ = value.withUnsafeBytes { sqlite3_bind_blob(update, 1, $0.baseAddress, Int32($0.count), unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)) }
+    sqlite3_step(update)
+    sqlite3_finalize(update)
+}
+
+func setHeader(_ path: String, _ name: String, _ value: String) {
+    rawSQL(path, "UPDATE keystone_header SET value = CAST('\(value)' AS BLOB) WHERE name = '\(name)'")
+}
+
+/// Every column of a class table an attacker can move between rows.
+let genpColumns = ["pk", "pclass", "wrapped", "payload", "d_acct", "d_svce", "d_agrp", "d_sync"]
+
+@Suite("Keychain file under attack: substituted rows, planted files, hostile headers")
+struct KeychainFileAttackTests {
+    /// A keychain with items a (secret "secret-a") and b ("secret-b") of service "tam", and a bystander c.
+    func twoItems() throws -> (path: String, engine: KeychainEngine) {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        for name in ["a", "b"] { try engine.add(genp("tam", name, [Key.valueData: .data(Data("secret-\(name)".utf8))])) }
+        try engine.add(genp("other", "c", [Key.valueData: .data(Data("secret-c".utf8))]))
+        file.lock()
+        return (path, engine)
+    }
+
+    func reopen(_ path: String) throws -> KeychainEngine {
+        let file = try KeychainFile.open(at: path)
+        if file.lockState != .unlocked { try file.unlock(password: "pw") }
+        return KeychainEngine(storage: file)
+    }
+
+    @Test("swapping any one column between two rows never yields the other item's secret", arguments: genpColumns)
+    func swappedColumn(column: String) throws {
+        let (path, _) = try twoItems()
+        let a = try #require(rawColumn(path, "genp", column, rowID: 1))
+        let b = try #require(rawColumn(path, "genp", column, rowID: 2))
+        setColumn(path, "genp", column, rowID: 1, Data(repeating: 0, count: 1))  // free the UNIQUE pk for the swap
+        setColumn(path, "genp", column, rowID: 2, a)
+        setColumn(path, "genp", column, rowID: 1, b)
+        if column == "pclass" { rawSQL(path, "UPDATE genp SET pclass = CASE rowid WHEN 1 THEN 'C' ELSE 'D' END WHERE rowid IN (1, 2)") }
+        let engine = try reopen(path)
+        for account in ["a", "b"] {
+            let status = fileStatus { _ = try engine.secret("tam", account) }
+            var leaked: String?
+            if status == 0 { leaked = try engine.secret("tam", account) }
+            // Either the right item's own secret, or a failure: never the other one's.
+            #expect(leaked == nil || leaked == "secret-\(account)")
+            let all = try? engine.copyMatching(genp("tam", account, [Key.returnData: .bool(true), Key.returnAttributes: .bool(true),
+                                                                     Key.matchLimit: .string(Key.matchLimitAll)]))
+            for entry in all?.array ?? [] {
+                #expect(entry.attributes?[Key.account]?.stringValue == account)
+            }
+        }
+        // The bystander is untouched.
+        #expect(try engine.secret("other", "c") == "secret-c")
+    }
+
+    @Test("a substituted account digest is errSecDecode for both rows, and the storage returns neither as an item")
+    func substitutedAccountDigest() throws {
+        let (path, _) = try twoItems()
+        let a = try #require(rawColumn(path, "genp", "d_acct", rowID: 1))
+        let b = try #require(rawColumn(path, "genp", "d_acct", rowID: 2))
+        setColumn(path, "genp", "d_acct", rowID: 1, b)
+        setColumn(path, "genp", "d_acct", rowID: 2, a)
+        let engine = try reopen(path)
+        #expect(fileStatus { _ = try engine.secret("tam", "a") } == Status.decode)
+        let candidates = try engine.storage.read { try $0.candidates(in: .genericPassword, matching: [:]) }
+        let damaged = candidates.filter { if case .unreadable(_, _, let e) = $0 { return e.status == Status.decode } else { return false } }
+        #expect(damaged.count == 2)
+        let file = try #require(engine.storage as? KeychainFile)
+        #expect(try file.verify().damaged.map(\.rowID).sorted() == [1, 2])
+        #expect(try file.verify().readable == 1)
+    }
+
+    @Test("deleting by account never deletes the row whose digest was substituted")
+    func deleteAfterSubstitution() throws {
+        let (path, _) = try twoItems()
+        let a = try #require(rawColumn(path, "genp", "d_acct", rowID: 1))
+        let b = try #require(rawColumn(path, "genp", "d_acct", rowID: 2))
+        setColumn(path, "genp", "d_acct", rowID: 1, b)
+        setColumn(path, "genp", "d_acct", rowID: 2, a)
+        let engine = try reopen(path)
+        _ = fileStatus { try engine.delete(genp("tam", "a")) }
+        // Undo the tampering: both items are still there, intact.
+        setColumn(path, "genp", "d_acct", rowID: 1, a)
+        setColumn(path, "genp", "d_acct", rowID: 2, b)
+        let restored = try reopen(path)
+        #expect(try restored.secret("tam", "b") == "secret-b")
+        #expect(try restored.secret("tam", "a") == "secret-a")
+    }
+
+    @Test("a whole row moved to another row id is not returned for the old persistent reference")
+    func movedRow() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        let refA = try #require(try engine.add(genp("tam", "a", [Key.valueData: .data(Data("secret-a".utf8)), Key.returnPersistentRef: .bool(true)]))?.data)
+        try engine.add(genp("tam", "b", [Key.valueData: .data(Data("secret-b".utf8))]))
+        file.lock()
+        // Swap the rows' ids: row 1 now holds b's sealed contents and b's columns.
+        rawSQL(path, "UPDATE genp SET rowid = 100 WHERE rowid = 1; UPDATE genp SET rowid = 1 WHERE rowid = 2; UPDATE genp SET rowid = 2 WHERE rowid = 100;")
+        let reopened = try reopen(path)
+        let status = fileStatus { _ = try reopened.copyMatching([Key.valuePersistentRef: .data(refA), Key.returnData: .bool(true)]) }
+        #expect(status == Status.decode)
+    }
+
+    @Test("a keychain owned by another user, or open to group or others, is refused with the file, owner and mode named")
+    func plantedFile() throws {
+        let dir = TempDir()
+        let path = dir.path()
+        _ = try KeychainFile.create(at: path, password: "")
+        chmod(path, 0o666)
+        let loose = fileStatusAndReason { _ = try KeychainFile.open(at: path) }
+        #expect(loose.status == Status.wrPerm)
+        #expect(loose.reason.contains(path) && loose.reason.contains("0666") && loose.reason.contains("chmod 600"))
+        chmod(path, 0o600)
+        #expect(fileStatus { _ = try KeychainFile.open(at: path) } == 0)
+        if geteuid() == 0 {
+            chown(path, 65534, 65534)
+            let foreign = fileStatusAndReason { _ = try KeychainFile.open(at: path) }
+            #expect(foreign.status == Status.wrPerm)
+            #expect(foreign.reason.contains("owned by") && foreign.reason.contains("65534"))
+            chown(path, 0, 0)
+        }
+        chmod(dir.url.path, 0o777)
+        let openDirectory = fileStatusAndReason { _ = try KeychainFile.open(at: path) }
+        #expect(openDirectory.status == Status.wrPerm)
+        #expect(openDirectory.reason.contains("0777"))
+        #expect(fileStatus { _ = try KeychainFile.create(at: dir.path("second.keychain-db"), password: "") } == Status.wrPerm)
+        chmod(dir.url.path, 0o1777)  // sticky, as /tmp: others cannot replace our file
+        #expect(fileStatus { _ = try KeychainFile.open(at: path) } == 0)
+    }
+
+    @Test("header values out of range are errSecInvalidKeychain, never a trap",
+          arguments: [
+            ("kdf", #"{"blockSize":8,"parallelism":1,"rounds":1152921504606846976,"salt":"AAAAAAAAAAAAAAAAAAAAAA=="}"#),
+            ("kdf", #"{"blockSize":8,"parallelism":1,"rounds":-1,"salt":"AAAAAAAAAAAAAAAAAAAAAA=="}"#),
+            ("kdf", #"{"blockSize":9223372036854775807,"parallelism":9223372036854775807,"rounds":32768,"salt":"AAAAAAAAAAAAAAAAAAAAAA=="}"#),
+            ("kdf", #"{"blockSize":8,"parallelism":1,"rounds":32769,"salt":"AAAAAAAAAAAAAAAAAAAAAA=="}"#),
+            ("kdf", #"{"blockSize":8,"parallelism":1,"rounds":32768,"salt":""}"#),
+            ("kdf", "not json"),
+            ("settings", #"{"lockAfterTimeout":-5,"lockOnSleep":false}"#),
+            ("settings", #"{"lockAfterTimeout":1e300,"lockOnSleep":false}"#),
+            ("version", "0"),
+            ("version", "-9223372036854775808"),
+            ("epoch", "-1"),
+            ("epoch", "many"),
+            ("empty", "2"),
+            ("master", "short"),
+            ("fileid", "x"),
+          ])
+    func hostileHeader(field: String, value: String) throws {
+        let path = TempDir().path()
+        _ = try KeychainFile.create(at: path, password: "")
+        setHeader(path, field, value)
+        let before = fileBytes(path)
+        #expect(fileStatus { _ = try KeychainFile.open(at: path) } == Status.invalidKeychain)
+        #expect(fileBytes(path) == before)
+    }
+
+    @Test("cached keys never unlock another keychain later put at the same path")
+    func cacheFollowsTheFile() throws {
+        let dir = TempDir()
+        let path = dir.path()
+        do {
+            let first = try KeychainFile.create(at: path, password: "one")
+            try KeychainEngine(storage: first).add(genp("svc", "a", [Key.valueData: .data(Data("x".utf8))]))
+        }
+        // The unlocked first keychain moves away (closed); another one, locked, takes its place.
+        #expect(rename(path, dir.path("moved.keychain-db")) == 0)
+        let second = try KeychainFile.create(at: path, password: "two")
+        second.lock()
+        let reopened = try KeychainFile.open(at: path)
+        #expect(reopened.lockState == .locked)
+        #expect(fileStatus { try KeychainEngine(storage: reopened).add(genp("svc", "b", [Key.valueData: .data(Data("y".utf8))])) } == Status.interactionNotAllowed)
+        // A symbolic link to the moved, unlocked keychain finds that file's own keys, never the second's.
+        symlink(dir.path("moved.keychain-db"), dir.path("link.keychain-db"))
+        let linked = try KeychainFile.open(at: dir.path("link.keychain-db"))
+        if linked.lockState != .unlocked { try linked.unlock(password: "one") }
+        #expect(try KeychainEngine(storage: linked).secret("svc", "a") == "x")
+    }
+
+    @Test("a write after the file was replaced lands in the file other processes read")
+    func replacedFile() throws {
+        let dir = TempDir()
+        let path = dir.path()
+        let original = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: original)
+        try engine.add(genp("svc", "before", [Key.valueData: .data(Data("1".utf8))]))
+        // Another process deletes the keychain and creates a new one at the same path (the same password).
+        try KeychainFile.delete(at: path)
+        do {
+            let replacement = try KeychainFile.create(at: path, password: "pw")
+            try KeychainEngine(storage: replacement).add(genp("svc", "restored", [Key.valueData: .data(Data("2".utf8))]))
+            replacement.lock()
+        }
+        let status = fileStatus { try engine.add(genp("svc", "after", [Key.valueData: .data(Data("3".utf8))])) }
+        let reader = try KeychainFile.open(at: path)
+        if reader.lockState != .unlocked { try reader.unlock(password: "pw") }
+        let readerEngine = KeychainEngine(storage: reader)
+        // The old instance follows the new file, without the old file's keys: the write fails, visibly.
+        #expect(status == Status.interactionNotAllowed, "the new file's keys are not the old file's")
+        try original.unlock(password: "pw")
+        try engine.add(genp("svc", "after", [Key.valueData: .data(Data("3".utf8))]))
+        #expect(try readerEngine.secret("svc", "after") == "3", "an acknowledged write must be visible")
+        #expect(try readerEngine.secret("svc", "restored") == "2")
+        #expect(fileStatus { _ = try readerEngine.secret("svc", "before") } == Status.itemNotFound)
+    }
+
+    @Test("a running instance sees another instance's unlock after its lock")
+    func seesUnlock() throws {
+        let path = TempDir().path()
+        let first = try KeychainFile.create(at: path, password: "pw")
+        let second = try KeychainFile.open(at: path)
+        try #require(second.lockState == .unlocked, "the kernel keyring is not available here")
+        first.lock()
+        #expect(second.lockState == .locked)
+        try first.unlock(password: "pw")
+        #expect(second.lockState == .unlocked)
+    }
+
+    @Test("delete removes only keychains: any other file is left as it is")
+    func deleteOnlyKeychains() throws {
+        let dir = TempDir()
+        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
+        let notes = dir.path("notes.txt")
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: notes))
+        #expect(fileStatus { try KeychainFile.delete(at: notes) } == Status.invalidKeychain)
+        #expect(fileBytes(notes) == Data("precious".utf8))
+        var db: OpaquePointer?
+        let other = dir.path("app.sqlite")
+        sqlite3_open(other, &db)
+        sqlite3_exec(db, "CREATE TABLE t (x); INSERT INTO t VALUES (1);", nil, nil, nil)
+        sqlite3_close(db)
+        #expect(fileStatus { try KeychainFile.delete(at: other) } == Status.invalidKeychain)
+        #expect(FileManager.default.fileExists(atPath: other))
+    }
+}
+
+func fileStatusAndReason(_ body: () throws -> Void) -> (status: Int32, reason: String) {
+    do { try body(); return (0, "") } catch let e as EngineError { return (e.status, e.reason) } catch { return (Int32.min, "\(error)") }
+}
+
+/// Reads a child's standard output line by line, blocking on the pipe: a deterministic signal, no clock.
+final class LineReader {
+    private let handle: FileHandle
+    private var buffer = Data()
+    init(_ pipe: Pipe) { handle = pipe.fileHandleForReading }
+
+    /// The next line, or nil at end of file.
+    func next() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer = Data(buffer[(newline + 1)...])
+                return line
+            }
+            let chunk = handle.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+}
+
+@Suite("Keychain file: creation under crashes and races", .serialized)
+struct KeychainFileCreationTests {
+    @Test("a creator killed at any moment leaves either no keychain or a complete one, and the next creation succeeds")
+    func killedCreator() throws {
+        let dir = TempDir()
+        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
+        chmod(dir.url.path, 0o700)
+        let prefix = dir.path("k")
+        var generator = SystemRandomNumberGenerator()
+        var created = 0
+        for round in 0..<6 {
+            let base = "\(prefix)\(round)"
+            let (child, pipe) = try KeychainFileProcessTests().launch([base, "pw", "create-loop"])
+            let reader = LineReader(pipe)
+            // Kill after a random number of completed creations: the kill lands inside the next one (mostly in
+            // its key derivation, the longest step).
+            let target = Int.random(in: 0...2, using: &generator)
+            var seen = 0
+            while seen < target, let line = reader.next(), line.hasPrefix("created") { seen += 1 }
+            kill(child.processIdentifier, SIGKILL)
+            child.waitUntilExit()
+            while let line = reader.next() { if line.hasPrefix("created") { seen += 1 } }
+            for i in 0...(seen + 1) {
+                let path = "\(base)-\(i)"
+                guard FileManager.default.fileExists(atPath: path) else {
+                    #expect(i >= seen, "a creation reported done left no file")
+                    continue
+                }
+                let file = try KeychainFile.open(at: path)
+                if file.lockState != .unlocked { try file.unlock(password: "pw") }
+                created += 1
+            }
+            // The interrupted creation does not stand in the way of the next creation at its path, which also
+            // removes its abandoned temporary file.
+            let interrupted = "\(base)-\(seen)"
+            if !FileManager.default.fileExists(atPath: interrupted) {
+                _ = try KeychainFile.create(at: interrupted, password: "pw")
+            }
+            let stray = "\(base)-\(seen + 1)"
+            if !FileManager.default.fileExists(atPath: stray) { _ = try KeychainFile.create(at: stray, password: "pw") }
+        }
+        #expect(created > 0)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.contains(".creating-") }
+        #expect(leftovers.isEmpty, "abandoned builds are removed by the next creation: \(leftovers)")
+    }
+
+    @Test("8 processes making first use of a missing default keychain all succeed, on one file")
+    func racingFirstUse() throws {
+        let dir = TempDir()
+        let path = dir.path("login.keychain-db")
+        let processes = try (0..<8).map { index -> (Process, Pipe) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try #require(KeychainFileProcessTests.stressBinary))
+            process.arguments = ["-", "-", "default-add", "user\(index)"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["KEYSTONE_KEYCHAIN"] = path
+            process.environment = environment
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            return (process, pipe)
+        }
+        for (process, _) in processes { try process.run() }
+        for (process, pipe) in processes {
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "\(output)")
+        }
+        let file = try KeychainFile.open(at: path)
+        let engine = KeychainEngine(storage: file)
+        for index in 0..<8 { #expect(try engine.secret("first-use", "user\(index)") == "user\(index)") }
+    }
+
+    @Test("a default keychain left headerless by an interrupted creation of an earlier version is moved aside and recreated")
+    func headerlessDefault() throws {
+        let dir = TempDir()
+        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
+        chmod(dir.url.path, 0o700)
+        let path = dir.path("login.keychain-db")
+        var db: OpaquePointer?
+        sqlite3_open(path, &db)
+        sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE keystone_header (name TEXT PRIMARY KEY, value BLOB NOT NULL);", nil, nil, nil)
+        sqlite3_close(db)
+        chmod(path, 0o600)
+        setenv("KEYSTONE_KEYCHAIN", path, 1)
+        defer { unsetenv("KEYSTONE_KEYCHAIN") }
+        let (file, created) = try KeychainFile.openDefault()
+        #expect(created)
+        try KeychainEngine(storage: file).add(genp("svc", "a", [Key.valueData: .data(Data("x".utf8))]))
+        let aside = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.contains(".interrupted-") }
+        #expect(aside.count == 1)
+    }
+}
