@@ -20,6 +20,12 @@ enum FileFormat {
     /// A wrapped master key: 12-byte nonce, 32-byte key, 16-byte tag.
     static let wrappedMasterLength = 60
     static let fileIDLength = 16
+    /// Pages written to the write-ahead log before SQLite copies them into the file.
+    static let checkpointPages = 256
+    /// The size the write-ahead log is given ahead of use: the log header and `checkpointPages` frames of 4 KiB
+    /// pages with some room. A durable commit that overwrites blocks the file already has costs one flush; one
+    /// that grows the file also commits the file system's journal, about twice the time.
+    static let logCapacity = 32 + (checkpointPages + 64) * (4096 + 24)
 
     /// Secondary indexes over digest columns: the usual lookups (a service and its accounts, a server, a key's tag)
     /// stay indexed without an index per column, which would cost a WAL page per index on every durable write.

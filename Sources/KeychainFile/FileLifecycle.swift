@@ -242,11 +242,15 @@ extension KeychainFile {
     }
 
     /// Per-connection settings: durable commits (synchronous=FULL, set after opening), a 16 MiB page cache and
-    /// memory-mapped reads, so lookups in a large keychain do not pay a read(2) per page.
+    /// memory-mapped reads, so lookups in a large keychain do not pay a read(2) per page; a write-ahead log kept
+    /// between connections and checkpointed every ``FileFormat/checkpointPages`` pages (see
+    /// ``KeychainFile/ensureLogCapacity()``).
     static func configure(_ db: SQLiteConnection) throws {
         try db.exec("PRAGMA synchronous=FULL")
         try db.exec("PRAGMA cache_size=-16384")
         try db.exec("PRAGMA mmap_size=268435456")
+        try db.exec("PRAGMA wal_autocheckpoint=\(FileFormat.checkpointPages)")
+        db.keepWALOnClose()
     }
 
     static func makeDirectory(_ directory: String) throws {
@@ -261,6 +265,6 @@ extension KeychainFile {
 }
 
 /// open(2), outside the class (`open` is a method name there).
-private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
     open(path, flags, mode)
 }

@@ -87,6 +87,8 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// column still has the same bytes, so an edited row is decrypted and checked again.
     var rowCache: [RowKey: CachedRow] = [:]
     var cachingEnabled = true
+    /// Whether ``ensureLogCapacity()`` ran on this connection.
+    var logSized = false
     /// Set when the file at `path` was deleted while open: every operation then fails with it.
     var gone: EngineError?
 
@@ -106,8 +108,17 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         let rowID: Int64
     }
 
+    /// A row's stored columns, as read.
+    struct RowColumns: Equatable {
+        var pk: Data
+        var pclass: String
+        var wrapped: Data
+        var payload: Data
+        var digests: [Data]
+    }
+
     struct CachedRow {
-        let columns: Data
+        let columns: RowColumns
         let candidate: Candidate
     }
 
@@ -332,7 +343,6 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     private func followReplacement() throws {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            if gone == nil { db.keepWALOnClose() }
             gone = EngineError(Status.noSuchKeychain, "the keychain \(path) was deleted")
             throw gone!
         }
@@ -340,8 +350,8 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         guard UInt64(info.st_dev) != device || UInt64(info.st_ino) != inode else { return }
         KeystoneLog.logger.notice("the keychain file was replaced; opening the new file", metadata: ["path": "\(path)"])
         let (newDB, newHeader, dev, ino) = try Self.openChecked(path)
-        db.keepWALOnClose()
         db = newDB
+        logSized = false
         header = newHeader
         device = dev
         inode = ino

@@ -19,6 +19,18 @@ enum RowCodec {
         }
     }
 
+    /// The same bytes as ``write(_:to:)-(AttributeValue,Data)``, into a byte array (digests are built this way).
+    static func write(_ value: AttributeValue, to out: inout [UInt8]) {
+        func int(_ n: UInt64) { withUnsafeBytes(of: n.bigEndian) { out.append(contentsOf: $0) } }
+        switch value {
+        case .string(let s): out.append(1); int(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8)
+        case .data(let d): out.append(2); int(UInt64(d.count)); out.append(contentsOf: d)
+        case .number(let n): out.append(3); int(UInt64(bitPattern: n))
+        case .bool(let b): out.append(4); out.append(b ? 1 : 0)
+        case .date(let d): out.append(5); int(d.timeIntervalSinceReferenceDate.bitPattern)
+        }
+    }
+
     static func writeInt(_ n: UInt64, to out: inout Data) {
         withUnsafeBytes(of: n.bigEndian) { out.append(contentsOf: $0) }
     }

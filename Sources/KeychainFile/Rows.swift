@@ -10,12 +10,14 @@ import Darwin
 // The rows of a keychain file: transactions, sealing, and the checks that make a tampered row unreadable.
 //
 // What is authenticated (an attacker with the file but not the password can change none of it unnoticed):
-// - `payload` and `wrapped` are AES-GCM sealed; their associated data is the class, the protection class, the
-//   row id (format 2) and the `pk` digest.
-// - After decryption, the digests of the decrypted primary-key attributes must equal the row's `pk` and every
-//   `d_` column, and the decrypted accessibility must belong to the row's protection class.
+// - `payload` and `wrapped` are AES-GCM sealed; their associated data (format 2) is the class, the protection
+//   class, the row id, the `pk` digest and every `d_` digest column, so any column moved, copied or edited makes
+//   the row fail to open. (Format 1 rows bound class, protection class and `pk`; their digest columns are
+//   recomputed from the decrypted attributes and compared.)
+// - The decrypted accessibility must belong to the row's protection class.
 // A row failing any check is `Candidate.unreadable` with `errSecDecode`: it is never returned as an item, so no
-// query can be answered with another item's secret by moving columns between rows.
+// query can be answered with another item's secret by moving columns between rows. The engine re-checks every
+// decrypted item against the whole query besides.
 
 extension KeychainFile {
     // MARK: - Transactions
@@ -57,6 +59,7 @@ extension KeychainFile {
         try withMutex {
             try refresh()
             do { try beginImmediate() } catch let error as SQLiteError { throw error.engineError }
+            ensureLogCapacity()
             inTransaction = true
             began = true
             defer { inTransaction = false; began = false }
@@ -72,6 +75,33 @@ extension KeychainFile {
                 throw error
             }
         }
+    }
+
+    /// Gives the write-ahead log its full size ahead of use, once per connection, while this connection holds
+    /// the write lock (no other writer can be appending frames).
+    ///
+    /// The bytes added are zeros past the log's last frame: SQLite reads frames only up to the last valid one
+    /// (each frame carries the log's salt and a running checksum), so they are never taken for data. The log is
+    /// kept when connections close (`SQLITE_FCNTL_PERSIST_WAL`) and reused from its start after each checkpoint,
+    /// so commits overwrite blocks the file already has: one flush per durable write instead of two.
+    func ensureLogCapacity() {
+        guard !logSized else { return }
+        logSized = true
+        let wal = path + "-wal"
+        let fd = openFile(wal, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, Int(info.st_size) < FileFormat.logCapacity else { return }
+        let zeros = [UInt8](repeating: 0, count: 65_536)
+        var offset = Int(info.st_size)
+        while offset < FileFormat.logCapacity {
+            let count = min(zeros.count, FileFormat.logCapacity - offset)
+            let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, count, off_t(offset)) }
+            guard written > 0 else { return }  // a full disk: the log grows as it would have
+            offset += written
+        }
+        fdatasync(fd)
     }
 
     /// Starts the SQLite read transaction on first use.
@@ -90,14 +120,23 @@ extension KeychainFile {
     }
 
     private func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
-        var bytes = Data("\(cls.rawValue)\u{0}\(attribute)\u{0}".utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: attribute.utf8)
+        bytes.append(0)
         RowCodec.write(value, to: &bytes)
         return Sealing.digest(bytes, mac: index)
     }
 
     private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>) -> Data {
         let schema = ClassSchema.of(cls)
-        var bytes = Data("\(cls.rawValue)\u{0}pk".utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: "pk".utf8)
         for key in schema.primaryKey {
             bytes.append(0)
             bytes.append(contentsOf: key.utf8)
@@ -116,13 +155,26 @@ extension KeychainFile {
             })
     }
 
-    /// The associated data of a row's sealed key and payload; format 1 files do not bind the row id.
-    func aad(_ cls: ItemClass, _ pclass: String, _ pk: Data, rowID: Int64, version: Int64) -> Data {
-        var aad = Data((version >= 2 ? "keystone-row-v2\u{0}" : "keystone-row-v1\u{0}").utf8)
-        aad.append(contentsOf: "\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
-        if version >= 2 { aad.append(contentsOf: "\(rowID)\u{0}".utf8) }
-        aad.append(pk)
-        return aad
+    /// The associated data of a row's sealed key and payload.
+    ///
+    /// Format 2 binds the class, the protection class, the row id, the `pk` digest and every `d_` digest column:
+    /// a row with any column moved, copied or edited fails to open. Format 1 bound class, protection class and
+    /// `pk` only; its digest columns are checked against the decrypted attributes instead.
+    func aad(_ cls: ItemClass, _ pclass: String, _ pk: Data, digests: [Data], rowID: Int64, version: Int64) -> Data {
+        guard version >= 2 else {
+            var aad = Data("keystone-row-v1\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
+            aad.append(pk)
+            return aad
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64 + 32 * (digests.count + 1))
+        bytes.append(contentsOf: "keystone-row-v2\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
+        withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
+        for part in [pk] + digests {
+            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
+            bytes.append(contentsOf: part)
+        }
+        return Data(bytes)
     }
 
     private func unavailable(_ cls: ItemClass, _ rowID: Int64) -> Candidate {
@@ -146,38 +198,36 @@ extension KeychainFile {
     private func row(_ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet) -> Candidate {
         let schema = ClassSchema.of(cls)
         let rowID = statement.int64(0)
-        let pk = statement.data(1) ?? Data()
-        let pclass = statement.text(2) ?? ""
-        let wrapped = statement.data(3) ?? Data()
-        let payload = statement.data(4) ?? Data()
-        let stored = (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() }
-        var raw = Data(pclass.utf8)
-        for part in [pk, wrapped, payload] + stored { RowCodec.writeBytes(part, to: &raw) }
+        let columns = RowColumns(
+            pk: statement.data(1) ?? Data(), pclass: statement.text(2) ?? "", wrapped: statement.data(3) ?? Data(),
+            payload: statement.data(4) ?? Data(), digests: (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() })
         let key = RowKey(itemClass: cls, rowID: rowID)
-        if cachingEnabled, let hit = rowCache[key], hit.columns == raw { return hit.candidate }
-        let candidate = decrypt(cls, rowID: rowID, pk: pk, pclass: pclass, wrapped: wrapped, payload: payload, digests: stored, keys: keys)
+        if cachingEnabled, let hit = rowCache[key], hit.columns == columns { return hit.candidate }
+        let candidate = decrypt(cls, rowID: rowID, columns, keys: keys)
         if cachingEnabled, case .item = candidate {
             if rowCache.count >= 16_384 { rowCache.removeAll() }
-            rowCache[key] = CachedRow(columns: raw, candidate: candidate)
+            rowCache[key] = CachedRow(columns: columns, candidate: candidate)
         }
         return candidate
     }
 
-    private func decrypt(_ cls: ItemClass, rowID: Int64, pk: Data, pclass: String, wrapped: Data, payload: Data,
-                         digests stored: [Data], keys: KeySet) -> Candidate {
-        guard let protection = ProtectionClass(rawValue: pclass) else { return Self.damaged(cls, rowID, "protection class") }
+    private func decrypt(_ cls: ItemClass, rowID: Int64, _ row: RowColumns, keys: KeySet) -> Candidate {
+        guard let protection = ProtectionClass(rawValue: row.pclass) else { return Self.damaged(cls, rowID, "protection class") }
         guard let classKey = keys.classKeys[protection] else { return unavailable(cls, rowID) }
-        let aad = self.aad(cls, pclass, pk, rowID: rowID, version: header.version)
+        let aad = self.aad(cls, row.pclass, row.pk, digests: row.digests, rowID: rowID, version: header.version)
         let item: StoredItem
         do {
-            let itemKey = SymmetricKey(data: try Sealing.open(wrapped, key: classKey, aad: aad))
-            item = try RowCodec.decode(try Sealing.open(payload, key: itemKey, aad: aad), itemClass: cls, rowID: rowID)
+            let itemKey = SymmetricKey(data: try Sealing.open(row.wrapped, key: classKey, aad: aad))
+            item = try RowCodec.decode(try Sealing.open(row.payload, key: itemKey, aad: aad), itemClass: cls, rowID: rowID)
         } catch {
             return Self.damaged(cls, rowID, "authentication")
         }
         guard ProtectionClass(item.accessibility) == protection else { return Self.damaged(cls, rowID, "accessibility") }
-        let expected = digests(of: cls, item.attributes, keys.indexMAC)
-        guard expected.pk == pk, expected.columns == stored else { return Self.damaged(cls, rowID, "index columns") }
+        if header.version < 2 {
+            // Format 1 did not seal the digest columns: check them against the decrypted attributes.
+            let expected = digests(of: cls, item.attributes, keys.indexMAC)
+            guard expected.pk == row.pk, expected.columns == row.digests else { return Self.damaged(cls, rowID, "index columns") }
+        }
         return .item(item)
     }
 
@@ -232,7 +282,7 @@ extension KeychainFile {
             throw EngineError.interactionNotAllowed("the item's protection class is locked")
         }
         let digests = digests(of: item.itemClass, item.attributes, keys.indexMAC)
-        let aad = self.aad(item.itemClass, protection.rawValue, digests.pk, rowID: rowID, version: version)
+        let aad = self.aad(item.itemClass, protection.rawValue, digests.pk, digests: digests.columns, rowID: rowID, version: version)
         let itemKey = SymmetricKey(size: .bits256)
         let wrapped = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: aad)
         var stored = item
@@ -275,6 +325,11 @@ extension KeychainFile {
 
     private func replace(_ item: StoredItem, keys: KeySet, version: Int64) throws {
         let (digests, pclass, wrapped, payload) = try sealed(item, rowID: item.rowID, keys: keys, version: version)
+        // The primary key rarely changes (a new secret, label or accessibility): then only the sealed columns are
+        // rewritten, leaving the index entries and their pages alone, so a durable update writes one page.
+        let sameKey = try db.statement("UPDATE \(item.itemClass.rawValue) SET pclass = ?3, wrapped = ?4, payload = ?5 WHERE rowid = ?1 AND pk = ?2")
+        try sameKey.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload).run()
+        if db.changes == 1 { return }
         let columns = ClassSchema.of(item.itemClass).primaryKey
         let assignments = columns.enumerated().map { "d_\($0.element) = ?\($0.offset + 6)" }.joined(separator: ", ")
         let statement = try db.statement("UPDATE \(item.itemClass.rawValue) SET pk = ?2, pclass = ?3, wrapped = ?4, payload = ?5, \(assignments) WHERE rowid = ?1")
@@ -316,7 +371,7 @@ extension KeychainFile {
                         let pk = statement.data(1) ?? Data()
                         let pclass = statement.text(2) ?? ""
                         guard let protection = ProtectionClass(rawValue: pclass), let classKey = keys.classKeys[protection] else { left += 1; continue }
-                        let aad = self.aad(cls, pclass, pk, rowID: rowID, version: previous)
+                        let aad = self.aad(cls, pclass, pk, digests: [], rowID: rowID, version: previous)
                         guard let itemKey = try? Sealing.open(statement.data(3) ?? Data(), key: classKey, aad: aad),
                               let plain = try? Sealing.open(statement.data(4) ?? Data(), key: SymmetricKey(data: itemKey), aad: aad),
                               var item = try? RowCodec.decode(plain, itemClass: cls, rowID: rowID) else { left += 1; continue }

@@ -30,7 +30,7 @@ enum Sealing {
         try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
     }
 
-    static func digest(_ bytes: Data, mac template: HMAC<SHA256>) -> Data {
+    static func digest<Bytes: DataProtocol>(_ bytes: Bytes, mac template: HMAC<SHA256>) -> Data {
         var mac = template
         mac.update(data: bytes)
         return Data(mac.finalize())

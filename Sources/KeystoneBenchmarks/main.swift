@@ -4,6 +4,8 @@ import KeychainEngine
 // keystone-benchmarks: speed and memory of Keystone against baselines measured in the same run.
 // Run in release: `swift run -c release keystone-benchmarks [--quick]`.
 
+if runFileChild(CommandLine.arguments) { exit(0) }
+if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
 var report = Report()
@@ -18,8 +20,10 @@ if CommandLine.arguments.contains("--profile-file-misses") {
     exit(0)
 }
 print("Keystone benchmarks (\(quick ? "quick" : "full") run)\n")
-runFootprint(&report, scale: scale)
-runMemoryBenchmarks(&report, scale: scale)
+if !CommandLine.arguments.contains("--file-only") {
+    runFootprint(&report, scale: scale)
+    runMemoryBenchmarks(&report, scale: scale)
+}
 runFileBenchmarks(&report, scale: scale)
 print("")
 report.print()
