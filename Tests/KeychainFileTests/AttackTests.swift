@@ -379,3 +379,48 @@ struct KeychainFileCreationTests {
         #expect(aside.count == 1)
     }
 }
+
+@Suite("Keychain file: the unlock cache")
+struct UnlockCacheTests {
+    /// The expiry column of this process's keyring entry `description` in /proc/keys ("perm" when none), or nil.
+    func expiry(of description: String) -> String? {
+        // /proc files report size 0: read to the end of the stream.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/keys") else { return nil }
+        let table = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        for line in table.split(separator: "\n") where line.contains(description + ":") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if fields.count > 3 { return String(fields[3]) }
+        }
+        return nil
+    }
+
+    @Test("cached keys expire: after 12 hours at the latest, sooner with the auto-lock timeout; lock removes them")
+    func entriesExpire() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw", settings: KeychainSettings(lockAfterTimeout: 600))
+        let header = try #require(file.header.fileID)
+        let cache = KeyringCache(identity: FileIdentity(device: file.device, inode: file.inode, fileID: header))
+        let afu = try #require(expiry(of: cache.base + ":afu"), "the kernel keyring is not available here")
+        #expect(afu != "perm")
+        #expect(afu.hasSuffix("h") || afu.hasSuffix("m"))
+        let full = try #require(expiry(of: cache.base + ":full"))
+        #expect(full.hasSuffix("m") || full.hasSuffix("s"), "the full keys expire with the 10-minute timeout: \(full)")
+        file.lock()
+        #expect(isGone(cache.base + ":afu"))
+        #expect(isGone(cache.base + ":full"))
+    }
+
+    /// Removed: absent, or revoked and waiting for the kernel's garbage collector ("expd").
+    func isGone(_ description: String) -> Bool { [nil, "expd"].contains(expiry(of: description)) }
+
+    @Test("delete-keychain removes the cached keys")
+    func deleteRemovesEntries() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let cache = KeyringCache(identity: FileIdentity(device: file.device, inode: file.inode, fileID: try #require(file.header.fileID)))
+        try #require(expiry(of: cache.base + ":afu") != nil, "the kernel keyring is not available here")
+        try KeychainFile.delete(at: path)
+        #expect(isGone(cache.base + ":afu"))
+        #expect(isGone(cache.base + ":full"))
+    }
+}
