@@ -102,6 +102,18 @@ struct KeyringCache {
         #endif
     }
 
+    /// Whether this process can use the kernel keyring: a search for an entry that does not exist answers
+    /// "no such key" where the keyring works, and "not implemented" or "permission denied" where it does not.
+    static var isAvailable: Bool {
+        #if os(Linux)
+        if ckeyring_search("keystone:probe") > 0 { return true }
+        let code = errno
+        return code == ENOKEY || code == EKEYEXPIRED || code == EKEYREVOKED
+        #else
+        return false
+        #endif
+    }
+
     /// Removes the full entry (the after-first-unlock entry stays).
     func removeFull() { remove(full: true) }
 

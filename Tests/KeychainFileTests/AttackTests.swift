@@ -424,3 +424,39 @@ struct UnlockCacheTests {
         #expect(isGone(cache.base + ":full"))
     }
 }
+
+@Suite("Keychain file: doctor's diagnosis")
+struct DiagnosisTests {
+    @Test("a damaged item is reported with its class and row id, never its contents")
+    func damagedItem() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "")
+        let engine = KeychainEngine(storage: file)
+        try engine.add(genp("svc", "alice", [Key.valueData: .data(Data("top-secret".utf8))]))
+        try engine.add(genp("svc", "bob", [Key.valueData: .data(Data("other-secret".utf8))]))
+        flipByte(path, table: "genp", column: "payload", rowID: 2, offset: 20)
+        let diagnosis = KeychainDiagnosis.examine(keychainAt: path)
+        let items = try #require(diagnosis.findings.first { $0.check == "items" })
+        #expect(items.severity == .problem)
+        #expect(items.detail.contains("1 damaged") && items.detail.contains("genp row 2"))
+        #expect(diagnosis.severity == .problem)
+        let text = diagnosis.findings.map(\.description).joined(separator: "\n")
+        #expect(!text.contains("secret") && !text.contains("alice") && !text.contains("svc"))
+        #expect(diagnosis.findings.contains { $0.check == "password" && $0.severity == .warning })
+    }
+
+    @Test("loose permissions and foreign files are problems with a fix; a healthy keychain has none")
+    func permissions() throws {
+        let dir = TempDir()
+        let path = dir.path()
+        _ = try KeychainFile.create(at: path, password: "pw")
+        #expect(KeychainDiagnosis.examine(keychainAt: path).severity < .warning)
+        chmod(path, 0o644)
+        let loose = KeychainDiagnosis.examine(keychainAt: path)
+        let finding = try #require(loose.findings.first { $0.check == "permissions" })
+        #expect(finding.severity == .problem && finding.fix?.contains("chmod 600") == true)
+        let notes = dir.path("notes.txt")
+        try Data("x".utf8).write(to: URL(fileURLWithPath: notes))
+        #expect(KeychainDiagnosis.examine(keychainAt: notes).findings.first?.detail.contains("not a Keystone keychain") == true)
+    }
+}

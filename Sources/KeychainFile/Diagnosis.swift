@@ -1,0 +1,124 @@
+import Foundation
+import KeychainEngine
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What `keystone doctor` reports about a keychain file: each check with its outcome and, for a problem, the fix.
+public struct KeychainDiagnosis: Sendable {
+    /// How a finding weighs.
+    public enum Severity: String, Sendable, Hashable, Comparable {
+        case ok, note, warning, problem
+        private var rank: Int { switch self { case .ok: 0; case .note: 1; case .warning: 2; case .problem: 3 } }
+        public static func < (a: Severity, b: Severity) -> Bool { a.rank < b.rank }
+    }
+
+    /// One check's outcome.
+    public struct Finding: Sendable, Hashable, CustomStringConvertible {
+        public let severity: Severity
+        public let check: String
+        public let detail: String
+        /// What to do about it, when something should be done.
+        public let fix: String?
+        public var description: String { "\(severity.rawValue): \(check): \(detail)" + (fix.map { " — fix: \($0)" } ?? "") }
+    }
+
+    /// The keychain file examined.
+    public let path: String
+    /// Every check, in the order made.
+    public let findings: [Finding]
+    /// The worst severity found.
+    public var severity: Severity { findings.map(\.severity).max() ?? .ok }
+
+    /// Examines the keychain file at `path` without changing it (an empty-password keychain is opened, so
+    /// its items can be checked).
+    ///
+    /// Checks: the file exists and is a Keystone keychain of a format this version reads; its header is valid;
+    /// ownership and permissions (``FileSafety``); the password; the lock state and the kernel keyring; every
+    /// item's integrity (when unlocked); files left by interrupted creations.
+    ///
+    /// - Important: Findings name files, owners, modes, counts and row ids, never an item's contents.
+    public static func examine(keychainAt path: String) -> KeychainDiagnosis {
+        var findings: [Finding] = []
+        func add(_ severity: Severity, _ check: String, _ detail: String, fix: String? = nil) {
+            findings.append(Finding(severity: severity, check: check, detail: detail, fix: fix))
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            add(path == KeychainFile.defaultPath ? .note : .problem, "file", "there is no keychain at \(path)",
+                fix: path == KeychainFile.defaultPath ? "it is created, with an empty password, on first use" : "keystone create-keychain \(path)")
+            return KeychainDiagnosis(path: path, findings: findings)
+        }
+        guard KeychainFile.isKeychain(at: path) else {
+            add(.problem, "file", "\(path) is not a Keystone keychain",
+                fix: "point KEYSTONE_KEYCHAIN or the keychain argument at a keychain; this file is left as it is")
+            return KeychainDiagnosis(path: path, findings: findings)
+        }
+        add(.ok, "file", "\(path) is a Keystone keychain")
+        if let problems = try? FileSafety.problems(keychainAt: path), !problems.isEmpty {
+            for problem in problems { add(.problem, "permissions", "\(problem.path): \(problem.reason)", fix: problem.fix ?? "move the keychain to a directory only you can write") }
+        } else {
+            add(.ok, "permissions", "owned by you, not open to group or others")
+        }
+        let file: KeychainFile
+        do {
+            file = try KeychainFile.open(at: path)
+        } catch let error as EngineError {
+            add(.problem, "header", error.reason, fix: error.status == Status.wrongSecVersion ? "use a newer Keystone" : "restore the file from a backup")
+            return KeychainDiagnosis(path: path, findings: findings)
+        } catch {
+            add(.problem, "header", "\(error)")
+            return KeychainDiagnosis(path: path, findings: findings)
+        }
+        let (version, emptyPassword, settings) = file.withMutex { (file.header.version, file.header.emptyPassword, file.header.settings) }
+        if version < FileFormat.version {
+            add(.note, "format", "format \(version); upgraded to format \(FileFormat.version) at the next unlock with the password")
+        } else {
+            add(.ok, "format", "format \(version)")
+        }
+        if emptyPassword {
+            add(.warning, "password", "the keychain has an empty password: only its file permissions protect it",
+                fix: "keystone set-keychain-password \(path)")
+        } else {
+            add(.ok, "password", "the keychain has a password")
+        }
+        add(.ok, "auto-lock", settings.lockAfterTimeout.map { "locks \(Int($0)) s after an unlock" } ?? "no timeout: stays unlocked until locked or the cached keys expire (12 h)")
+        if KeyringCache.isAvailable {
+            add(.ok, "keyring", "the kernel keyring is available: one unlock serves later commands")
+        } else {
+            add(.warning, "keyring", "the kernel keyring is not available here (a container forbidding keyctl?): every process must unlock the keychain itself")
+        }
+        switch file.lockState {
+        case .locked:
+            add(.note, "lock", "locked: items cannot be checked", fix: "keystone unlock-keychain \(path), then run doctor again")
+        case .lockedAfterFirstUnlock, .unlocked:
+            add(.ok, "lock", file.lockState == .unlocked ? "unlocked" : "locked after first unlock: only some items can be checked")
+            do {
+                let report = try file.verify()
+                if report.damaged.isEmpty {
+                    add(.ok, "items", "\(report.readable) items readable" + (report.locked > 0 ? ", \(report.locked) not readable while locked" : ""))
+                } else {
+                    let rows = report.damaged.prefix(20).map { "\($0.itemClass.rawValue) row \($0.rowID)" }.joined(separator: ", ")
+                    add(.problem, "items", "\(report.damaged.count) damaged items (errSecDecode on every read): \(rows)",
+                        fix: "restore the keychain from a backup; Keystone never deletes an item it cannot read")
+                }
+            } catch let error as EngineError {
+                add(.warning, "items", "could not check the items: \(error.reason)")
+            } catch {
+                add(.warning, "items", "could not check the items: \(error)")
+            }
+        }
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        if let names = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) {
+            let aside = names.filter { $0.hasPrefix(name + ".interrupted-") }
+            if !aside.isEmpty {
+                add(.note, "leftovers", "set aside after an interrupted creation: \(aside.joined(separator: ", "))",
+                    fix: "remove them once you have checked they hold nothing you need")
+            }
+        }
+        return KeychainDiagnosis(path: path, findings: findings)
+    }
+}
