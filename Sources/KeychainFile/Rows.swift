@@ -195,16 +195,18 @@ extension KeychainFile {
     }
 
     /// Decrypts and checks the row the statement stands on.
-    private func row(_ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet) -> Candidate {
+    /// Whole-class scans do not use the cache: they would fill it with rows read once.
+    private func row(_ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet, cacheable: Bool) -> Candidate {
         let schema = ClassSchema.of(cls)
         let rowID = statement.int64(0)
         let columns = RowColumns(
             pk: statement.data(1) ?? Data(), pclass: statement.text(2) ?? "", wrapped: statement.data(3) ?? Data(),
             payload: statement.data(4) ?? Data(), digests: (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() })
         let key = RowKey(itemClass: cls, rowID: rowID)
-        if cachingEnabled, let hit = rowCache[key], hit.columns == columns { return hit.candidate }
+        let caching = cachingEnabled && cacheable
+        if caching, let hit = rowCache[key], hit.columns == columns { return hit.candidate }
         let candidate = decrypt(cls, rowID: rowID, columns, keys: keys)
-        if cachingEnabled, case .item = candidate {
+        if caching, case .item = candidate {
             if rowCache.count >= 16_384 { rowCache.removeAll() }
             rowCache[key] = CachedRow(columns: columns, candidate: candidate)
         }
@@ -246,6 +248,8 @@ extension KeychainFile {
         let schema = ClassSchema.of(cls)
         let select = selectColumns(cls)
         let statement: SQLiteStatement
+        // Scans of a whole class (no constraint beyond group and sync) bypass the row cache.
+        let cacheable = constraints.keys.contains { $0 != Key.synchronizable && $0 != Key.accessGroup }
         if constraints.count == schema.primaryKey.count {
             statement = try db.freshStatement("\(select) WHERE pk = ?1")
             statement.bind(1, compositeDigest(cls, constraints, keys.indexMAC))
@@ -260,7 +264,7 @@ extension KeychainFile {
         }
         defer { statement.reset() }
         while try statement.step() {
-            guard try body(row(cls, statement, keys: keys)) else { return }
+            guard try body(row(cls, statement, keys: keys, cacheable: cacheable)) else { return }
         }
     }
 
@@ -271,7 +275,7 @@ extension KeychainFile {
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         guard let keys else { return unavailable(cls, rowID) }
-        return row(cls, statement, keys: keys)
+        return row(cls, statement, keys: keys, cacheable: true)
     }
 
     // MARK: - Writing rows
