@@ -44,7 +44,7 @@ extension KeychainFile {
         let (db, header, device, inode) = try openChecked(path)
         let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode)
         do {
-            try file.withMutex { try file.install(KeySet(master: master), at: Date()) }
+            try file.withMutex { try file.install(KeySet(master: master), at: file.clock()) }
         } catch let error as EngineError where error.status == Status.quotaExceeded {
             // The keychain exists and is unlocked here; other processes will find it locked.
             KeystoneLog.logger.error("created keychain could not be shared through the kernel keyring", metadata: ["path": "\(path)"])

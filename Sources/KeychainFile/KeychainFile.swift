@@ -87,6 +87,8 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// column still has the same bytes, so an edited row is decrypted and checked again.
     var rowCache: [RowKey: CachedRow] = [:]
     var cachingEnabled = true
+    /// The time, for the auto-lock timeout (tests move it instead of sleeping).
+    var clock: @Sendable () -> Date = { Date() }
     /// Whether ``ensureLogCapacity()`` ran on this connection.
     var logSized = false
     /// Set when the file at `path` was deleted while open: every operation then fails with it.
@@ -181,7 +183,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         try settings.validate()
         try withMutex {
             try updateHeader { $0.settings = settings }
-            if let keys { try share(keys, at: unlockedAt ?? Date()) }
+            if let keys { try share(keys, at: unlockedAt ?? clock()) }
         }
     }
 
@@ -201,7 +203,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
                 try upgrade(master: master)
             }
             if header.kdf.isOutdated { try? rewrap(master, password: password) }
-            try install(KeySet(master: master), at: Date())
+            try install(KeySet(master: master), at: clock())
         }
     }
 
@@ -235,7 +237,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             try refresh()
             let master = try unwrapMaster(old)
             try rewrap(master, password: new)
-            try install(KeySet(master: master), at: Date())
+            try install(KeySet(master: master), at: clock())
         }
     }
 
@@ -287,7 +289,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     private func share(_ keys: KeySet, at date: Date) throws {
         guard let keyring else { return }
         if keys.lockState == .unlocked {
-            let remaining = header.settings.lockAfterTimeout.map { max(1, $0 - Date().timeIntervalSince(date)) }
+            let remaining = header.settings.lockAfterTimeout.map { max(1, $0 - clock().timeIntervalSince(date)) }
             try keyring.store(keys, unlockedAt: date, timeout: remaining, full: true)
         }
         try keyring.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
@@ -365,7 +367,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
 
     private func applyTimeout() {
         if let timeout = header.settings.lockAfterTimeout, let since = unlockedAt, let current = keys,
-           current.lockState == .unlocked, Date().timeIntervalSince(since) >= timeout {
+           current.lockState == .unlocked, clock().timeIntervalSince(since) >= timeout {
             keys = current.afterFirstUnlock
             rowCache.removeAll()
         }

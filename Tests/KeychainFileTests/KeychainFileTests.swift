@@ -1,7 +1,7 @@
 import CSQLite
 import Foundation
 import KeychainEngine
-import KeychainFile
+@testable import KeychainFile
 import Testing
 
 /// A fresh directory for one test.
@@ -132,11 +132,15 @@ struct KeychainFileLifecycleTests {
 
     @Test("the auto-lock timeout locks the keychain to after-first-unlock")
     func autoLock() throws {
-        let file = try KeychainFile.create(at: TempDir().path(), password: "pw", settings: KeychainSettings(lockAfterTimeout: 1))
+        // The keychain's clock is moved by the test: no sleeping, and no failure when the machine is slow.
+        let file = try KeychainFile.create(at: TempDir().path(), password: "pw", settings: KeychainSettings(lockAfterTimeout: 60))
+        let now = Locked(Date())
+        file.withMutex { file.clock = { now.current }; file.unlockedAt = now.current }
         let engine = KeychainEngine(storage: file)
         try engine.add(genp("svc", "a", [Key.valueData: .data(Data("x".utf8))]))
+        now.withLock { $0 += 59 }
         #expect(file.lockState == .unlocked)
-        Thread.sleep(forTimeInterval: 1.2)
+        now.withLock { $0 += 1 }
         #expect(file.lockState == .lockedAfterFirstUnlock)
         #expect(fileStatus { _ = try engine.secret("svc", "a") } == Status.interactionNotAllowed)
         try file.unlock(password: "pw")
