@@ -61,7 +61,11 @@ public enum KeychainServicesDefaults {
     public static func fileEngine(at path: String? = nil) throws -> KeychainEngine {
         guard let path else { return KeychainEngine(storage: try KeychainFile.openDefault().keychain) }
         if FileManager.default.fileExists(atPath: path) { return KeychainEngine(storage: try KeychainFile.open(at: path)) }
-        return KeychainEngine(storage: try KeychainFile.create(at: path, password: ""))
+        do {
+            return KeychainEngine(storage: try KeychainFile.create(at: path, password: ""))
+        } catch let error as EngineError where error.status == Status.duplicateKeychain {
+            return KeychainEngine(storage: try KeychainFile.open(at: path))  // another process created it first
+        }
     }
 }
 #endif
