@@ -460,3 +460,76 @@ struct DiagnosisTests {
         #expect(KeychainDiagnosis.examine(keychainAt: notes).findings.first?.detail.contains("not a Keystone keychain") == true)
     }
 }
+
+/// A small tmpfs mounted for one test (root only), so the disk can really fill up.
+struct SmallDisk {
+    let path: String
+    static let available: Bool = {
+        guard geteuid() == 0 else { return false }
+        let probe = TempDir().url.path
+        try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: probe) }
+        guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe]) == 0 else { return false }
+        _ = run("/bin/umount", [probe])
+        return true
+    }()
+
+    init(megabytes: Int) throws {
+        path = TempDir().url.path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try #require(Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0700", "tmpfs", path]) == 0)
+    }
+
+    func unmount() { _ = Self.run("/bin/umount", ["-l", path]) }
+
+    static func run(_ tool: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+@Suite("Keychain file: a full disk")
+struct FullDiskTests {
+    @Test("a full disk fails the write with errSecDiskFull and loses nothing stored",
+          .enabled(if: SmallDisk.available, "needs root and mount(8) to make a small tmpfs"))
+    func fullDisk() throws {
+        let disk = try SmallDisk(megabytes: 3)
+        defer { disk.unmount() }
+        let path = disk.path + "/full.keychain-db"
+        let ballast = disk.path + "/ballast"
+        try Data(count: 512 * 1024).write(to: URL(fileURLWithPath: ballast))
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        var stored: [String: Data] = [:]
+        var failure: Int32 = 0
+        var generator = SystemRandomNumberGenerator()
+        for i in 0..<10_000 {
+            let secret = Data((0..<8_192).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            let status = fileStatus { try engine.add(genp("fill", "item-\(i)", [Key.valueData: .data(secret)])) }
+            if status != 0 { failure = status; break }
+            stored["item-\(i)"] = secret
+        }
+        #expect(failure == Status.diskFull)
+        #expect(stored.count > 10)
+        // An update of an existing item on the full disk fails or succeeds; either way nothing is lost.
+        _ = fileStatus { try engine.update(genp("fill", "item-0"), with: [Key.valueData: .data(Data("small".utf8))]) }
+        let reopened = try KeychainFile.open(at: path)
+        if reopened.lockState != .unlocked { try reopened.unlock(password: "pw") }
+        let check = KeychainEngine(storage: reopened)
+        for (account, secret) in stored where account != "item-0" {
+            #expect(try check.copyMatching(genp("fill", account, [Key.returnData: .bool(true)]))?.data == secret)
+        }
+        let first = try check.copyMatching(genp("fill", "item-0", [Key.returnData: .bool(true)]))?.data
+        #expect(first == stored["item-0"] || first == Data("small".utf8))
+        // Once space is freed on the disk, the keychain works again.
+        try FileManager.default.removeItem(atPath: ballast)
+        for i in 1..<6 { try check.delete(genp("fill", "item-\(i)")) }
+        try check.add(genp("fill", "after", [Key.valueData: .data(Data("x".utf8))]))
+        #expect(try check.copyMatching(genp("fill", "item-6", [Key.returnData: .bool(true)]))?.data == stored["item-6"])
+    }
+}
