@@ -70,6 +70,11 @@ public final class KeychainEngine: Sendable {
     private let authenticatorBox: Locked<any Authenticator>
     private let hooks = Locked<[any EngineHook]>([])
     private let biometryEnrollment = Locked<Int64>(1)
+    private let damagedItemsSkipped = Locked<Int>(0)
+
+    /// How many damaged rows (failing their integrity check: `errSecDecode`) operations of this engine have
+    /// skipped since it was made. Each one is also logged, with its class and row id.
+    public var damagedItemsSeen: Int { damagedItemsSkipped.current }
 
     /// Creates an engine over `storage`.
     ///
@@ -244,8 +249,7 @@ public final class KeychainEngine: Sendable {
     // MARK: - Matching
 
     /// The rows that match `q`, sorted by row id; fails when a match is locked or unreadable.
-    private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration,
-                         deleting: Bool = false) throws -> (items: [StoredItem], unreadable: [Candidate]) {
+    private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration) throws -> (items: [StoredItem], unreadable: [Candidate]) {
         if let group = q.attributes[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) {
             throw EngineError(Status.missingEntitlement, "the access group is not among the caller's entitled groups")
         }
@@ -279,8 +283,14 @@ public final class KeychainEngine: Sendable {
         for candidate in found {
             switch candidate {
             case .item(let item):
-                // The storage honoured `constraints`; check the rest of the query.
-                guard Self.item(item, matches: wanted, except: constraints, schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { continue }
+                // Never trust the storage's filtering: a row that contradicts a constraint the storage claims to
+                // have applied is an integrity failure (a tampered index), not a match and not a miss.
+                if !Self.item(item, matches: constraints, except: [:], schema: schema, caseInsensitive: false, accessGroups: .unrestricted(defaultGroup: "")) {
+                    KeystoneLog.logger.warning("storage returned a row that does not match its index", metadata: ["class": "\(item.itemClass.rawValue)", "row": "\(item.rowID)"])
+                    unreadable.append(.unreadable(itemClass: item.itemClass, rowID: item.rowID, error: EngineError(Status.decode, "the item does not match its index")))
+                    continue
+                }
+                guard Self.item(item, matches: wanted, except: [:], schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { continue }
                 guard item.accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                 }
@@ -292,12 +302,19 @@ public final class KeychainEngine: Sendable {
         }
         items.sort { $0.rowID < $1.rowID }
         if unreadable.isEmpty { return (items, []) }
-        if items.isEmpty, !deleting, case .unreadable(_, _, let error)? = unreadable.first {
+        // Damaged rows (errSecDecode) are never acted on: which item a damaged row holds cannot be known, since its
+        // index columns are not trustworthy once its sealed contents fail to open. Apple's query loop skips items
+        // that fail to decode (and its insert path deletes a corrupt duplicate); Keystone skips them too, logs
+        // each one, and never deletes or rewrites data it cannot read. When nothing readable matches, the
+        // operation fails with errSecDecode, so the caller learns that something is there.
+        for case .unreadable(let cls, let id, let error) in unreadable {
+            KeystoneLog.logger.warning("skipping a damaged keychain item", metadata: ["class": "\(cls.rawValue)", "row": "\(id)", "status": "\(error.status)"])
+        }
+        damagedItemsSkipped.withLock { $0 += unreadable.count }
+        if items.isEmpty, case .unreadable(_, _, let error)? = unreadable.first {
             throw error
         }
-        // An unreadable row certainly matches when every query attribute was an honoured constraint.
-        let certain = q.persistentReference != nil || wanted.keys.allSatisfy { constraints[$0] != nil }
-        return (items, certain ? unreadable : [])
+        return (items, unreadable)
     }
 
     private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue], except honoured: [String: AttributeValue],
@@ -478,10 +495,9 @@ public final class KeychainEngine: Sendable {
         if q.limitGiven && q.limit != .all { throw EngineError.param("SecItemDelete takes no match limit: it deletes every match") }
         if q.hasReturnKeys { throw EngineError.param("SecItemDelete takes no return keys") }
         try storage.write { tx in
-            let (items, unreadable) = try matches(q, in: tx, config: config, deleting: true)
-            guard !items.isEmpty || !unreadable.isEmpty else { throw EngineError.itemNotFound }
+            let items = try matches(q, in: tx, config: config).items
+            guard !items.isEmpty else { throw EngineError.itemNotFound }
             for item in items { try tx.delete(in: item.itemClass, rowID: item.rowID) }
-            for case .unreadable(let cls, let id, _) in unreadable { try tx.delete(in: cls, rowID: id) }
         }
     }
 }
