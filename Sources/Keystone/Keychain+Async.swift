@@ -1,24 +1,15 @@
 import Foundation
 
-// Every operation has an async twin with the same name. Keychain calls block (disk, IPC to securityd,
-// an authentication prompt), so the async forms run the synchronous operation on the global
-// concurrent executor, never on the caller's actor: calling them from the main actor does not block
-// the UI. In an async context Swift picks these overloads, so write `try await`.
+// Every operation has an async twin with the same name. Keychain calls block (disk, a lock held by another
+// process, an authentication prompt), so the async forms run the synchronous operation on threads of their own
+// (`BlockingCalls`), never on the caller's actor and never on Swift's cooperative pool: calling them from the
+// main actor does not block the UI, and many waiting calls do not starve the app's other tasks. In an async
+// context Swift picks these overloads, so write `try await`.
 
-#if compiler(>=6.2)
-/// Runs `body` on the global concurrent executor (`@concurrent`), off the caller's actor.
-@concurrent
-func offActor<T: Sendable>(_ body: @Sendable () throws -> T) async throws -> T {
-    try Task.checkCancellation()
-    return try body()
+/// Runs a blocking keychain call off the caller's actor and off the cooperative pool.
+func offActor<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await BlockingCalls.run(body)
 }
-#else
-/// Runs `body` on the global concurrent executor (a nonisolated async function, SE-0338), off the caller's actor.
-func offActor<T: Sendable>(_ body: @Sendable () throws -> T) async throws -> T {
-    try Task.checkCancellation()
-    return try body()
-}
-#endif
 
 extension Keychain {
     /// Saves `data` for `item` off the caller's actor: add, or update when it exists.
@@ -39,7 +30,7 @@ extension Keychain {
     ///
     /// - Throws: as the synchronous `encode(_:for:options:encoder:)`.
     public func encode<Value: Encodable & Sendable>(_ value: Value, for item: some KeychainItem, options: ItemOptions? = nil,
-                                                    encoder: @autoclosure @Sendable () -> JSONEncoder = JSONEncoder()) async throws {
+                                                    encoder: @autoclosure @escaping @Sendable () -> JSONEncoder = JSONEncoder()) async throws {
         try await offActor { try self.encode(value, for: item, options: options, encoder: encoder()) }
     }
 
@@ -61,7 +52,7 @@ extension Keychain {
     ///
     /// - Throws: as the synchronous `value(_:for:decoder:)`.
     public func value<Value: Decodable & Sendable>(_ type: Value.Type, for item: some KeychainItem,
-                                                   decoder: @autoclosure @Sendable () -> JSONDecoder = JSONDecoder()) async throws -> Value? {
+                                                   decoder: @autoclosure @escaping @Sendable () -> JSONDecoder = JSONDecoder()) async throws -> Value? {
         try await offActor { try self.value(type, for: item, decoder: decoder()) }
     }
 

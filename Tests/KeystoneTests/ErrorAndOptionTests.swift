@@ -264,29 +264,6 @@ struct AsyncTests {
         await #expect(throws: KeychainError.itemNotFound) { try await keychain.update("x", for: generic()) }
     }
 
-    @Test("Async forms called from the main actor leave it free while the keychain call runs")
-    func offMainActor() async throws {
-        let store = BlockingStore()
-        let keychain = Keychain(store: store)
-        let save = Task { @MainActor in try await keychain.save("v", for: generic()) }
-        while !store.entered.current { try await Task.sleep(nanoseconds: 1_000_000) }
-        // If the save ran on the main actor, this would wait for it (and the store would time out).
-        await MainActor.run { _ = store.gate.signal() }
-        try await save.value
-        #expect(store.releasedInTime.current)
-    }
-
-    @Test("The synchronous form blocks its caller's actor (the control for the test above)")
-    func syncBlocksActor() async throws {
-        let store = BlockingStore(timeout: 0.2)
-        let keychain = Keychain(store: store)
-        let save = Task { @MainActor in try keychain.save("v", for: generic()) }
-        while !store.entered.current { try await Task.sleep(nanoseconds: 1_000_000) }
-        await MainActor.run { _ = store.gate.signal() }
-        try await save.value
-        #expect(store.releasedInTime.current == false)
-    }
-
     @Test("A cancelled task does not start the keychain call")
     func cancellation() async throws {
         let f = Backend.inMemoryKeychain.make()
@@ -298,23 +275,4 @@ struct AsyncTests {
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(f.recorder.log.isEmpty)
     }
-}
-
-/// A store whose add waits for a signal, to see whether the caller's actor stays free meanwhile.
-final class BlockingStore: KeychainStore {
-    let gate = DispatchSemaphore(value: 0)
-    let entered = Locked(false)
-    let releasedInTime = Locked(false)
-    let timeout: TimeInterval
-    init(timeout: TimeInterval = 5) { self.timeout = timeout }
-
-    func add(_ attributes: KeychainQuery) throws -> ItemResult? {
-        entered.withLock { $0 = true }
-        let released = gate.wait(timeout: .now() + timeout) == .success
-        releasedInTime.withLock { $0 = released }
-        return nil
-    }
-    func copyMatching(_ query: KeychainQuery) throws -> ItemResult? { throw KeychainError.itemNotFound }
-    func update(_ query: KeychainQuery, with: KeychainQuery) throws {}
-    func delete(_ query: KeychainQuery) throws {}
 }
