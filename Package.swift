@@ -61,6 +61,7 @@ let package = Package(
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: settings),
 
         // A child process for the keychain file's crash and multi-process tests.

@@ -52,7 +52,7 @@ struct SecretOptions: ParsableArguments {
             return Data(bytes)
         }
         if let password, !promptPassword { return Data(password.utf8) }
-        return Data(readSecret(prompt: "password data for new item: ").utf8)
+        return Data(try readSecret(prompt: "password data for new item: ", option: "-w").utf8)
     }
 }
 
@@ -82,14 +82,14 @@ enum ItemVerbs {
             changes[Key.valueData] = .data(secret)
             try call("SecKeychainItemModifyContent") { try engine.update(identity, with: changes) }
         } catch let error as EngineError {
-            throw ToolFailure(function: function, status: error.status)
+            throw ToolFailure(function: function, status: error.status, reason: error.reason)
         }
     }
 
     /// Finds the first match in the given keychains (else the search list).
     static func find(_ query: KeychainQuery, keychains: [String], withSecret: Bool) throws -> (KeychainQuery, String) {
         let paths = keychains.isEmpty ? ToolConfig.searchList : keychains.map(resolveKeychain)
-        var firstError: Int32?
+        var firstError: (status: Int32, reason: String)?
         for path in paths {
             var search = query
             search[Key.returnAttributes] = .bool(true)
@@ -101,12 +101,13 @@ enum ItemVerbs {
             } catch let error as EngineError where error.status == Status.itemNotFound {
                 continue
             } catch let error as EngineError {
-                firstError = firstError ?? error.status
+                firstError = firstError ?? (error.status, error.reason)
             } catch let failure as ToolFailure {
-                firstError = firstError ?? failure.status
+                firstError = firstError ?? (failure.status, failure.reason)
             }
         }
-        throw ToolFailure(function: "SecKeychainSearchCopyNext", status: firstError ?? Status.itemNotFound)
+        throw ToolFailure(function: "SecKeychainSearchCopyNext", status: firstError?.status ?? Status.itemNotFound,
+                          reason: firstError?.reason ?? "")
     }
 
     static func printFound(_ attributes: KeychainQuery, keychain: String, output: FindOutput) {

@@ -17,7 +17,7 @@ struct CreateKeychain: ParsableCommand {
     mutating func run() throws {
         for argument in keychains {
             let path = resolveKeychain(argument)
-            let secret = (password != nil && !prompt && !promptPassword) ? password! : readSecret(prompt: "password for new keychain: ")
+            let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
             _ = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
             let list = ToolConfig.read("search-list")
             if !list.contains(path) { try? ToolConfig.write("search-list", (list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [path]) }
@@ -61,7 +61,7 @@ struct UnlockKeychain: ParsableCommand {
     mutating func run() throws {
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
         let file = try openKeychain(path, function: "SecKeychainUnlock")
-        let secret = (password != nil && !prompt && !promptPassword) ? password! : readSecret(prompt: "password to unlock \(path): ")
+        let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
         try call("SecKeychainUnlock \(path)") { try file.unlock(password: secret) }
     }
 }
@@ -92,8 +92,8 @@ struct SetKeychainPassword: ParsableCommand {
     mutating func run() throws {
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
         let file = try openKeychain(path, function: "SecKeychainChangePassword")
-        let oldSecret = old ?? readSecret(prompt: "Old Password: ")
-        let newSecret = (new != nil && !promptPassword) ? new! : readSecret(prompt: "New Password: ")
+        let oldSecret = try old ?? readSecret(prompt: "Old Password: ", option: "-o")
+        let newSecret = (new != nil && !promptPassword) ? new! : try readSecret(prompt: "New Password: ", option: "-p")
         try call("SecKeychainChangePassword \(path)") { try file.changePassword(old: oldSecret, new: newSecret) }
     }
 }
@@ -155,15 +155,24 @@ struct DumpKeychain: ParsableCommand {
     mutating func run() throws {
         let paths = keychains.isEmpty ? ToolConfig.searchList : keychains.map(resolveKeychain)
         var objects: [[String: Any]] = []
+        var damaged: [(String, Int)] = []
+        defer {
+            // Never silent: items that fail their integrity check are left out of the dump (as Apple's query loop
+            // skips items it cannot decode) and counted here, on standard error.
+            for (path, count) in damaged {
+                writeErr("keystone: dump-keychain: \(count) damaged item\(count == 1 ? "" : "s") in \"\(path)\" could not be read and \(count == 1 ? "is" : "are") not shown; run `keystone doctor \(path)`\n")
+            }
+        }
         for path in paths {
             let engine = KeychainEngine(storage: try openKeychain(path, function: "SecKeychainItemCopyContent"))
+            defer { if engine.damagedItemsSeen > 0 { damaged.append((path, engine.damagedItemsSeen)) } }
             for cls in ["genp", "inet"] {
                 var query: KeychainQuery = [Key.class: .string(cls), Key.matchLimit: .string(Key.matchLimitAll),
                                             Key.returnAttributes: .bool(true), Key.synchronizable: .string(Key.synchronizableAny)]
                 if withData { query[Key.returnData] = .bool(true) }
                 let result: ItemResult?
                 do { result = try engine.copyMatching(query) } catch let error as EngineError where error.status == Status.itemNotFound { continue }
-                    catch let error as EngineError { throw ToolFailure(function: "SecKeychainItemCopyContent", status: error.status) }
+                    catch let error as EngineError { throw ToolFailure(function: "SecKeychainItemCopyContent", status: error.status, reason: error.reason) }
                 for item in result?.array ?? [] {
                     guard let attributes = item.attributes else { continue }
                     let secret = withData ? attributes[Key.valueData]?.dataValue : nil
@@ -178,5 +187,31 @@ struct DumpKeychain: ParsableCommand {
             }
         }
         if json { printJSON(objects) }
+    }
+}
+
+struct Doctor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Check a keychain file: format, header, ownership and permissions, password, lock state, damaged items.",
+        discussion: "Changes nothing. Exits 0 when nothing is wrong, 1 when a problem is found. Never prints an item's contents.")
+    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
+
+    mutating func run() throws {
+        let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        let diagnosis = KeychainDiagnosis.examine(keychainAt: path)
+        writeOut("keychain: \(path)\n")
+        for finding in diagnosis.findings {
+            let mark: String
+            switch finding.severity {
+            case .ok: mark = "ok     "
+            case .note: mark = "note   "
+            case .warning: mark = "warning"
+            case .problem: mark = "PROBLEM"
+            }
+            writeOut("  \(mark)  \(finding.check): \(finding.detail)\n")
+            if let fix = finding.fix, finding.severity != .ok { writeOut("           fix: \(fix)\n") }
+        }
+        if diagnosis.severity == .problem { throw ExitCode(1) }
     }
 }

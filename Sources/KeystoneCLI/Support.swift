@@ -8,16 +8,30 @@ import Darwin
 #endif
 
 /// A failure the tool reports as `keystone: <function>: <message>` and exits with the status's low byte.
+///
+/// The first line is `security`'s: the function and Apple's message. When Keystone knows more (which file, its
+/// owner and mode, what to run), a second line says it; it never holds a secret.
 struct ToolFailure: Error {
     let function: String
     let status: Int32
+    var reason: String = ""
     var exitCode: Int32 { Int32(UInt8(truncatingIfNeeded: status)) }
-    var message: String { "keystone: \(function): \(Status.message(for: status))" }
+    var message: String {
+        let first = "keystone: \(function): \(Status.message(for: status))"
+        return reason.isEmpty ? first : first + "\nkeystone: " + reason
+    }
+}
+
+/// A usage problem found after parsing (exit status 2, as other usage errors).
+struct UsageFailure: Error {
+    let message: String
 }
 
 /// Runs a keychain call, turning an `EngineError` into a ``ToolFailure`` naming `function` (as `security` does).
 func call<T>(_ function: String, _ body: () throws -> T) throws -> T {
-    do { return try body() } catch let error as EngineError { throw ToolFailure(function: function, status: error.status) }
+    do { return try body() } catch let error as EngineError {
+        throw ToolFailure(function: function, status: error.status, reason: error.reason)
+    }
 }
 
 func writeErr(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
@@ -79,7 +93,12 @@ func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -
 // MARK: - Secrets from the terminal or standard input
 
 /// Reads a secret: from the terminal without echo when standard input is one, else one line of standard input.
-func readSecret(prompt: String) -> String {
+///
+/// An empty line is an empty secret, given on purpose. The end of input is not: a script whose variable is
+/// unset, or a job run with no input, must not create a keychain with an empty password or store an empty
+/// secret. It fails as a usage error.
+/// - Throws: ``UsageFailure`` at the end of input.
+func readSecret(prompt: String, option: String) throws -> String {
     if isatty(STDIN_FILENO) == 1 {
         writeErr(prompt)
         var saved = termios()
@@ -91,9 +110,11 @@ func readSecret(prompt: String) -> String {
             tcsetattr(STDIN_FILENO, TCSANOW, &saved)
             writeErr("\n")
         }
-        return readLine(strippingNewline: true) ?? ""
+        if let line = readLine(strippingNewline: true) { return line }
+    } else if let line = readLine(strippingNewline: true) {
+        return line
     }
-    return readLine(strippingNewline: true) ?? ""
+    throw UsageFailure(message: "keystone: no \(option): standard input ended before a line was read. Pipe it in (printf '%s\\n' \"$SECRET\" | keystone …), type it at the prompt, or give an empty one explicitly with \(option) ''")
 }
 
 // MARK: - Printing items as `security` does
@@ -121,12 +142,24 @@ func passwordForW(_ data: Data) -> String {
     isPrintable(data) ? String(decoding: data, as: UTF8.self) : data.map { String(format: "%02x", $0) }.joined()
 }
 
+/// `date` in UTC as `yyyyMMddHHmmss'Z'`, without a DateFormatter (making one per item made a dump of 100,000
+/// items take most of a minute).
+func compactUTC(_ date: Date) -> String {
+    var time = time_t(date.timeIntervalSince1970.rounded(.down))
+    var parts = tm()
+    gmtime_r(&time, &parts)
+    return String(format: "%04d%02d%02d%02d%02d%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+                  Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+}
+
+/// `date` in UTC as ISO 8601 (`2026-11-24T16:30:00Z`), for `--json`.
+func isoUTC(_ date: Date) -> String {
+    let c = Array(compactUTC(date))
+    return "\(String(c[0..<4]))-\(String(c[4..<6]))-\(String(c[6..<8]))T\(String(c[8..<10])):\(String(c[10..<12])):\(String(c[12..<14]))Z"
+}
+
 func timedate(_ date: Date) -> String {
-    let formatter = DateFormatter()
-    formatter.locale = Locale(identifier: "en_US_POSIX")
-    formatter.timeZone = TimeZone(identifier: "UTC")
-    formatter.dateFormat = "yyyyMMddHHmmss'Z'"
-    let text = formatter.string(from: date)
+    let text = compactUTC(date)
     let hex = (Array(text.utf8) + [0]).map { String(format: "%02X", $0) }.joined()
     return "0x\(hex)  \"\(text)\\000\""
 }
@@ -199,7 +232,6 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
 func jsonObject(_ attributes: KeychainQuery, keychain: String, secret: Data?) -> [String: Any] {
     var object: [String: Any] = ["keychain": keychain, "class": attributes[Key.class]?.stringValue ?? "genp"]
     var fields: [String: Any] = [:]
-    let iso = ISO8601DateFormatter()
     for (key, value) in attributes where key != Key.valueData && key != Key.class && key != Key.valuePersistentRef {
         switch value {
         case .string(let s): fields[key] = s
@@ -207,7 +239,7 @@ func jsonObject(_ attributes: KeychainQuery, keychain: String, secret: Data?) ->
         case .number(let n): fields[key] = n
         case .double(let d): fields[key] = d
         case .bool(let b): fields[key] = b
-        case .date(let d): fields[key] = iso.string(from: d)
+        case .date(let d): fields[key] = isoUTC(d)
         case .accessControl(let ac): fields[key] = ["accessibility": ac.accessibility.rawValue, "flags": ac.flags.rawValue]
         case .authenticationContext: continue
         }

@@ -1,5 +1,14 @@
 import ArgumentParser
 import Foundation
+import Logging
+
+// The tool reports problems itself (with the reason on a second line); the operator log shows errors only,
+// unless KEYSTONE_LOG_LEVEL (trace, debug, info, notice, warning, error, critical) asks for more.
+LoggingSystem.bootstrap { label in
+    var handler = StreamLogHandler.standardError(label: label)
+    handler.logLevel = ProcessInfo.processInfo.environment["KEYSTONE_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+    return handler
+}
 
 /// `keystone`: macOS `security`'s keychain verbs over Keystone's encrypted keychain files.
 struct KeystoneTool: ParsableCommand {
@@ -18,6 +27,7 @@ struct KeystoneTool: ParsableCommand {
             SetKeychainPassword.self, ShowKeychainInfo.self, ListKeychains.self, DefaultKeychain.self, DumpKeychain.self,
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
+            Doctor.self,
         ])
 }
 
@@ -52,6 +62,11 @@ do {
 } catch let failure as ToolFailure {
     writeErr(failure.message + "\n")
     exit(failure.exitCode)
+} catch let failure as UsageFailure {
+    writeErr(failure.message + "\n")
+    exit(2)
+} catch let code as ExitCode {
+    exit(code.rawValue)
 } catch {
     if KeystoneTool.exitCode(for: error) == .success { KeystoneTool.exit(withError: error) }  // --help
     writeErr(KeystoneTool.fullMessage(for: error) + "\n")

@@ -128,14 +128,33 @@ struct CLITests {
         #expect(try box.run("find-generic-password", "-a", "b", "-s", "svc", "-w").stdout == "absent-w\n")
     }
 
-    @Test("a secret typed at a terminal prompt is not echoed", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    @Test("a secret typed at a terminal prompt is not echoed", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")))
     func terminalPrompt() throws {
         let box = Sandbox()
         let binary = try #require(Sandbox.binary)
-        // `script` gives the tool a pseudo-terminal as standard input; the typed line arrives through it.
-        // The line is typed a moment after the prompt appears, as a person would.
-        let typed = try box.run(["-c", "(sleep 1; printf 'typed-secret\\n') | script -qec '\(binary) add-generic-password -a tty -s svc -w' /dev/null"],
-                                executable: "/bin/sh")
+        // A pseudo-terminal driven by Python's pty module: the secret is typed once the prompt has appeared
+        // (a signal read from the terminal, not a delay), as a person would.
+        let driver = """
+        import os, pty, sys
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(sys.argv[1], [sys.argv[1], 'add-generic-password', '-a', 'tty', '-s', 'svc', '-w'])
+        out = b''
+        while b'password data for new item:' not in out:
+            chunk = os.read(fd, 1024)
+            if not chunk: break
+            out += chunk
+        os.write(fd, b'typed-secret\\n')
+        while True:
+            try: chunk = os.read(fd, 1024)
+            except OSError: break
+            if not chunk: break
+            out += chunk
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.write(out.decode())
+        sys.exit(os.WEXITSTATUS(status))
+        """
+        let typed = try box.run(["-c", driver, binary], executable: "/usr/bin/python3")
         #expect(typed.status == 0)
         #expect(typed.stdout.contains("password data for new item:"))
         #expect(!typed.stdout.contains("typed-secret"))
