@@ -178,7 +178,11 @@ extension KeychainFile {
     /// an earlier version of Keystone (a database with no header and no items) is moved aside, never deleted.
     /// - Throws: the errors of ``open(at:)`` and ``create(at:password:settings:)``.
     public static func openDefault() throws -> (keychain: KeychainFile, created: Bool) {
-        let path = defaultPath
+        try openDefault(at: defaultPath)
+    }
+
+    /// ``openDefault()`` for the keychain at `path`.
+    static func openDefault(at path: String) throws -> (keychain: KeychainFile, created: Bool) {
         for _ in 0..<4 {
             var info = stat()
             if stat(path, &info) == 0 {

@@ -370,9 +370,7 @@ struct KeychainFileCreationTests {
         sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE keystone_header (name TEXT PRIMARY KEY, value BLOB NOT NULL);", nil, nil, nil)
         sqlite3_close(db)
         chmod(path, 0o600)
-        setenv("KEYSTONE_KEYCHAIN", path, 1)
-        defer { unsetenv("KEYSTONE_KEYCHAIN") }
-        let (file, created) = try KeychainFile.openDefault()
+        let (file, created) = try KeychainFile.openDefault(at: path)
         #expect(created)
         try KeychainEngine(storage: file).add(genp("svc", "a", [Key.valueData: .data(Data("x".utf8))]))
         let aside = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.contains(".interrupted-") }

@@ -73,4 +73,21 @@ struct BlockingCallTests {
         }
         try await save.value
     }
+
+    @Test("beyond the thread limit, calls wait their turn, and every one completes")
+    func beyondTheLimit() async throws {
+        let store = GatedStore()
+        let keychain = Keychain(store: store)
+        let item = try GenericPassword(service: "com.example.api", account: "alice")
+        let total = BlockingCalls.maximumThreads + 6
+        let saves = (0..<total).map { _ in Task { try await keychain.save("v", for: item) } }
+        var iterator = store.entered.makeAsyncIterator()
+        for _ in 0..<BlockingCalls.maximumThreads { _ = await iterator.next() }
+        // The limit is reached: the others are queued. Opening the gate lets every call through, queued ones too.
+        store.open(total)
+        for save in saves { try await save.value }
+        var entered = BlockingCalls.maximumThreads
+        for _ in 0..<6 { if await iterator.next() != nil { entered += 1 } }
+        #expect(entered == total)
+    }
 }
