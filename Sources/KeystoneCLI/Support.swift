@@ -100,12 +100,13 @@ func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -
 /// - Throws: ``UsageFailure`` at the end of input.
 func readSecret(prompt: String, option: String) throws -> String {
     if isatty(STDIN_FILENO) == 1 {
-        writeErr(prompt)
+        // Echo goes off before the prompt appears: a secret typed as soon as the prompt shows is never echoed.
         var saved = termios()
         tcgetattr(STDIN_FILENO, &saved)
         var silent = saved
         silent.c_lflag &= ~tcflag_t(ECHO)
         tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+        writeErr(prompt)
         defer {
             tcsetattr(STDIN_FILENO, TCSANOW, &saved)
             writeErr("\n")
