@@ -249,7 +249,10 @@ public final class KeychainEngine: Sendable {
     // MARK: - Matching
 
     /// The rows that match `q`, sorted by row id; fails when a match is locked or unreadable.
-    private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration) throws -> (items: [StoredItem], unreadable: [Candidate]) {
+    /// `stopAfter`: stop reading rows once that many matches are found (a match limit): the storage then never
+    /// reads or decrypts the rows after them.
+    private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration,
+                         stopAfter: Int? = nil) throws -> (items: [StoredItem], unreadable: [Candidate]) {
         if let group = q.attributes[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) {
             throw EngineError(Status.missingEntitlement, "the access group is not among the caller's entitled groups")
         }
@@ -271,16 +274,11 @@ public final class KeychainEngine: Sendable {
             if q.caseInsensitive, value.stringValue != nil { continue }
             constraints[key] = value
         }
-        let found: [Candidate]
-        if let ref = q.persistentReference {
-            found = try reader.candidate(in: q.itemClass, rowID: ref.rowID).map { [$0] } ?? []
-        } else {
-            found = try reader.candidates(in: q.itemClass, matching: constraints)
-        }
         let lockState = storage.lockState
         var items: [StoredItem] = []
         var unreadable: [Candidate] = []
-        for candidate in found {
+        /// Takes one row; false when enough matches are found.
+        func visit(_ candidate: Candidate) throws -> Bool {
             switch candidate {
             case .item(let item):
                 // Never trust the storage's filtering: a row that contradicts a constraint the storage claims to
@@ -288,17 +286,24 @@ public final class KeychainEngine: Sendable {
                 if !Self.item(item, matches: constraints, except: [:], schema: schema, caseInsensitive: false, accessGroups: .unrestricted(defaultGroup: "")) {
                     KeystoneLog.logger.warning("storage returned a row that does not match its index", metadata: ["class": "\(item.itemClass.rawValue)", "row": "\(item.rowID)"])
                     unreadable.append(.unreadable(itemClass: item.itemClass, rowID: item.rowID, error: EngineError(Status.decode, "the item does not match its index")))
-                    continue
+                    return true
                 }
-                guard Self.item(item, matches: wanted, except: [:], schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { continue }
+                guard Self.item(item, matches: wanted, except: [:], schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { return true }
                 guard item.accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                 }
                 items.append(item)
+                if let stopAfter, items.count >= stopAfter { return false }
             case .unreadable(_, _, let error):
                 if error.status == Status.interactionNotAllowed { throw error }
                 unreadable.append(candidate)
             }
+            return true
+        }
+        if let ref = q.persistentReference {
+            if let candidate = try reader.candidate(in: q.itemClass, rowID: ref.rowID) { _ = try visit(candidate) }
+        } else {
+            try reader.forEachCandidate(in: q.itemClass, matching: constraints, visit)
         }
         items.sort { $0.rowID < $1.rowID }
         if unreadable.isEmpty { return (items, []) }
@@ -370,11 +375,16 @@ public final class KeychainEngine: Sendable {
     private func performCopy(_ query: KeychainQuery) throws -> ItemResult? {
         let config = configuration
         let q = try ParsedQuery(query, for: .copy)
-        let found = try storage.read { try matches(q, in: $0, config: config).items }
-        guard !found.isEmpty else { throw EngineError.itemNotFound }
         let limit: Int? = { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }()
+        // Stop reading at the limit, unless authentication may skip items (kSecUseAuthenticationUISkip).
+        let stopAfter = q.returnData && q.authUI == .skip ? nil : limit
+        var found = try storage.read { try matches(q, in: $0, config: config, stopAfter: stopAfter).items }
+        guard !found.isEmpty else { throw EngineError.itemNotFound }
         var results: [ItemResult] = []
-        for item in found {
+        results.reserveCapacity(min(found.count, limit ?? found.count))
+        // Consume the rows as their results are made, so a large result does not hold both at once.
+        found.reverse()
+        while let item = found.popLast() {
             if let limit, results.count >= limit { break }
             if q.returnData {
                 guard try authorize(item, q, operation: "copy", config: config) else { continue }
@@ -443,7 +453,7 @@ public final class KeychainEngine: Sendable {
         var skipped: Set<Int64> = []
         for _ in 0..<3 {
             let needed: [StoredItem] = try storage.write { tx in
-                let current = Array(try matches(q, in: tx, config: config).items.prefix(updateLimit ?? Int.max))
+                let current = try matches(q, in: tx, config: config, stopAfter: updateLimit).items
                 guard !current.isEmpty else { throw EngineError.itemNotFound }
                 let targets = current.filter { !skipped.contains($0.rowID) }
                 guard !targets.isEmpty else { throw EngineError.itemNotFound }

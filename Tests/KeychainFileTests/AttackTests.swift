@@ -531,3 +531,22 @@ struct FullDiskTests {
         #expect(try check.copyMatching(genp("fill", "item-6", [Key.returnData: .bool(true)]))?.data == stored["item-6"])
     }
 }
+
+@Suite("Keychain file: reading no more than asked")
+struct StreamingReadTests {
+    @Test("a limit-one query stops at its first match: rows after it are never decrypted")
+    func limitOneStopsEarly() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        for i in 0..<50 { try engine.add(genp("svc", "acct-\(i)", [Key.valueData: .data(Data("s\(i)".utf8))])) }
+        // Damage the last row: any query that decrypts it counts a damaged item.
+        flipByte(path, table: "genp", column: "payload", rowID: 50, offset: 20)
+        let reader = KeychainEngine(storage: try KeychainFile.open(at: path))
+        #expect(try reader.copyMatching(genp("svc", "acct-0", [:]).filter { $0.key != Key.account }.merging([Key.returnData: .bool(true)]) { $1 })?.data == Data("s0".utf8))
+        #expect(reader.damagedItemsSeen == 0, "the limit-one query read past its first match")
+        let all = try reader.copyMatching([Key.class: .string("genp"), Key.service: .string("svc"), Key.matchLimit: .string(Key.matchLimitAll)])
+        #expect(all == nil)  // no return keys
+        #expect(reader.damagedItemsSeen == 1)
+    }
+}
