@@ -40,12 +40,24 @@ enum FileFormat {
     static func tableSQL(_ cls: ItemClass) -> String {
         let table = cls.rawValue
         let columns = ClassSchema.of(cls).primaryKey.map { "d_\($0) BLOB NOT NULL" }.joined(separator: ", ")
-        let indexed = (secondaryIndexes[cls] ?? []).map { "d_\($0)" }.joined(separator: ", ")
         return """
         CREATE TABLE \(table) (rowid INTEGER PRIMARY KEY AUTOINCREMENT, pk BLOB NOT NULL UNIQUE, \
         \(columns), pclass TEXT NOT NULL, wrapped BLOB NOT NULL, payload BLOB NOT NULL);
-        CREATE INDEX \(table)_lookup ON \(table)(\(indexed));
-        """
+        """ + indexSQL(cls)
+    }
+
+    /// The secondary indexes of a class table (format 2; created on upgrade for format 1 files):
+    /// - `<table>_lookup` on the usual pair (service and account…): a lookup by both is one index probe;
+    /// - `<table>_first` on the first attribute alone (the service, the server…): SQLite keeps an index's
+    ///   entries of one value in row-id order, so a search by service alone streams its rows in row-id order
+    ///   and a limit-one query stops at the first, instead of sorting every match first.
+    static func indexSQL(_ cls: ItemClass) -> String {
+        let table = cls.rawValue
+        let pair = secondaryIndexes[cls] ?? []
+        let indexed = pair.map { "d_\($0)" }.joined(separator: ", ")
+        var sql = "CREATE INDEX IF NOT EXISTS \(table)_lookup ON \(table)(\(indexed));"
+        if let first = pair.first { sql += "\nCREATE INDEX IF NOT EXISTS \(table)_first ON \(table)(d_\(first));" }
+        return sql
     }
 }
 

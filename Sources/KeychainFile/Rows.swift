@@ -387,6 +387,7 @@ extension KeychainFile {
                     }
                 }
                 for item in items { try replace(item, keys: keys, version: FileFormat.version) }
+                for cls in ItemClass.allCases { try db.exec(FileFormat.indexSQL(cls)) }
                 let fileID = fresh.fileID ?? randomBytes(FileFormat.fileIDLength)
                 fresh.version = FileFormat.version
                 fresh.fileID = fileID
