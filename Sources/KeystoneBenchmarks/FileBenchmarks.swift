@@ -110,6 +110,7 @@ func runFileBenchmarks(_ report: inout Report, scale: Int) {
                 report.add("limit-one query by service over \(count) matches", formatNanos(one), "goal: independent of the number of matches")
                 file.lock()
                 report.add("kSecMatchLimitAll over \(count) items: peak memory", childPeak(path: path, mode: "--child-limit-all"), "goal ≤ 150 MB at 100k")
+                report.add("keystone dump-keychain over \(count) items", timeDump(path: path), "goal ≤ 5 s at 100k")
             }
         } catch {
             report.add("random read across \(count) items", "failed: \(error)")
@@ -158,6 +159,30 @@ func runFileChild(_ arguments: [String]) -> Bool {
         print("failed: \(error)")
     }
     return true
+}
+
+/// Wall time of `keystone dump-keychain` over the keychain at `path` (password "bench"), output discarded.
+func timeDump(path: String) -> String {
+    let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("keystone").path
+    guard FileManager.default.isExecutableFile(atPath: binary) else { return "skipped: build the keystone product in the same configuration" }
+    func run(_ arguments: [String], input: String?) -> (Double, Int32) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let stdin = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        let start = now()
+        guard (try? process.run()) != nil else { return (0, -1) }
+        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+        try? stdin.fileHandleForWriting.close()
+        process.waitUntilExit()
+        return (Double(now() - start), process.terminationStatus)
+    }
+    _ = run(["unlock-keychain", path], input: "bench\n")
+    let (ns, status) = run(["dump-keychain", path], input: nil)
+    return status == 0 ? formatNanos(ns) : "failed (exit \(status))"
 }
 
 /// Wall time of `keystone find-generic-password -w`, against spawning `/bin/true`.
