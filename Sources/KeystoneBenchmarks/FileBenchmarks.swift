@@ -152,9 +152,8 @@ func runFileChild(_ arguments: [String]) -> Bool {
         let all = try engine.copyMatching([Key.class: .string("genp"), Key.matchLimit: .string(Key.matchLimitAll),
                                            Key.returnAttributes: .bool(true), Key.returnData: .bool(true)])
         let count = all?.array?.count ?? 0
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        print(String(format: "%.0f MB peak for %d items", Double(usage.ru_maxrss) / 1024, count))
+        // VmHWM: this process image's own peak. (getrusage's maxrss keeps the spawning parent's peak across exec.)
+        print(String(format: "%.0f MB peak for %d items", Double(peakResidentKilobytes()) / 1024, count))
     } catch {
         print("failed: \(error)")
     }
@@ -258,4 +257,14 @@ func profileFileUpdates() {
         try? engine.update([Key.class: .string("genp"), Key.service: .string("bench"), Key.account: .string("acct-\(i % 100)")],
                            with: [Key.valueData: .data(Data(repeating: UInt8(i & 0xFF), count: 32))])
     }
+}
+
+/// The peak resident set of this process image, from /proc/self/status (VmHWM), in kilobytes.
+func peakResidentKilobytes() -> Int {
+    guard let handle = FileHandle(forReadingAtPath: "/proc/self/status") else { return 0 }
+    let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+    for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+    return 0
 }
