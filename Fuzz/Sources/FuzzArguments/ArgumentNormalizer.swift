@@ -1,0 +1,1 @@
+../../../Sources/KeystoneCLI/ArgumentNormalizer.swift
