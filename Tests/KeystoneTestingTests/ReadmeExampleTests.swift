@@ -28,4 +28,14 @@ struct ReadmeExampleTests {
         #expect(try keychain.delete(token))
         #expect(try keychain.string(for: token) == nil)
     }
+
+    @Test("the README's property wrapper line")
+    func propertyWrapper() throws {
+        let keychain = Keychain(store: InMemoryKeychain())
+        @KeychainStored(try GenericPassword(service: "com.example.api", account: "token"), keychain: keychain) var apiToken: String?
+        apiToken = "t0k3n"
+        #expect(apiToken == "t0k3n")
+        #expect($apiToken.lastError == nil)
+        #expect(try $apiToken.read() == "t0k3n")
+    }
 }

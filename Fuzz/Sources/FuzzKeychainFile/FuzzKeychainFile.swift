@@ -2,6 +2,7 @@ import CFuzzer
 import Foundation
 import KeychainEngine
 import KeychainFile
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,7 +59,9 @@ struct Template {
     }
 }
 
-let template = Template()
+/// Damaged items are logged by design; thousands of lines a second would only slow the fuzzer.
+let quiet: Void = LoggingSystem.bootstrap { _ in SwiftLogNoOpLogHandler() }
+let template: Template = { _ = quiet; return Template() }()
 
 public func fuzzKeychainFile(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let input = Array(UnsafeRawBufferPointer(start: start, count: count))
