@@ -246,6 +246,13 @@ func profileFileUpdates() {
     let engine = KeychainEngine(storage: file)
     let start = now()
     defer { print("updates:", formatNanos(Double(now() - start) / 5_000)) }
+    if CommandLine.arguments.contains("--reads") {
+        for i in 0..<50_000 {
+            _ = try? engine.copyMatching([Key.class: .string("genp"), Key.service: .string("bench"), Key.account: .string("acct-\(i % 100)"),
+                                          Key.returnData: .bool(true)])
+        }
+        return
+    }
     if CommandLine.arguments.contains("--adds") {
         for i in 0..<5_000 {
             _ = try? engine.add([Key.class: .string("genp"), Key.service: .string("bench"), Key.account: .string("new-\(i)"),
