@@ -77,7 +77,9 @@ let package = Package(
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
-        .testTarget(name: "KeychainFileTests", dependencies: ["KeychainFile", "KeychainEngine", "CSQLite"], swiftSettings: settings),
+        .testTarget(name: "KeychainFileTests", dependencies: [
+            "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

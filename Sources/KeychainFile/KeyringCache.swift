@@ -44,7 +44,7 @@ struct KeyringCache {
     /// The longest any entry lives: 12 hours, as a login session.
     static let lifetime: TimeInterval = 12 * 3600
 
-    let base: String
+    private(set) var base: String
 
     init(identity: FileIdentity) {
         var bytes = Data("keystone-cache-v2".utf8)
@@ -121,6 +121,17 @@ struct KeyringCache {
     func remove() {
         remove(full: true)
         remove(full: false)
+    }
+
+    /// Removes the entries format 1 keychains were cached under (named by a digest of the file's path), so an
+    /// upgraded keychain leaves none behind.
+    static func removeLegacyEntries(path: String) {
+        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
+        let absolute = URL(fileURLWithPath: real).standardizedFileURL.path
+        let digest = SHA256.hash(data: Data(absolute.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        var legacy = KeyringCache(identity: FileIdentity(device: 0, inode: 0, fileID: Data()))
+        legacy.base = "keystone:\(digest)"
+        legacy.remove()
     }
 
     private func remove(full: Bool) {

@@ -397,6 +397,7 @@ extension KeychainFile {
                 header = fresh
                 dataVersion = -1
                 rowCache.removeAll()
+                KeyringCache.removeLegacyEntries(path: path)
                 KeystoneLog.logger.notice("keychain upgraded to format \(FileFormat.version)", metadata: ["path": "\(path)", "rows": "\(items.count)", "left": "\(left)"])
             } catch {
                 try? db.exec("ROLLBACK")

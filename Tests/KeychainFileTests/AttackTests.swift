@@ -1,4 +1,5 @@
 import CSQLite
+import Crypto
 import Foundation
 import KeychainEngine
 @testable import KeychainFile
@@ -548,5 +549,83 @@ struct StreamingReadTests {
         let all = try reader.copyMatching([Key.class: .string("genp"), Key.service: .string("svc"), Key.matchLimit: .string(Key.matchLimitAll)])
         #expect(all == nil)  // no return keys
         #expect(reader.damagedItemsSeen == 1)
+    }
+}
+
+@Suite("Keychain file: format 1 files keep their items")
+struct FormatUpgradeTests {
+    /// Turns a format 2 file into the format 1 an earlier Keystone wrote: rows sealed without row id and digest
+    /// columns, no file id, no key check, no service-alone index.
+    func downgrade(_ path: String, password: String) throws {
+        let file = try KeychainFile.open(at: path)
+        let master = try file.unwrapMaster(password)
+        let keys = KeySet(master: master)
+        var db: OpaquePointer?
+        sqlite3_open(path, &db)
+        defer { sqlite3_close(db) }
+        for cls in ItemClass.allCases {
+            let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
+            var select: OpaquePointer?
+            sqlite3_prepare_v2(db, "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns.joined(separator: ", ")) FROM \(cls.rawValue)", -1, &select, nil)
+            var updates: [(Int64, Data, Data)] = []
+            func blob(_ i: Int32) -> Data {
+                guard let p = sqlite3_column_blob(select, i) else { return Data() }
+                return Data(bytes: p, count: Int(sqlite3_column_bytes(select, i)))
+            }
+            while sqlite3_step(select) == SQLITE_ROW {
+                let rowID = sqlite3_column_int64(select, 0)
+                let pk = blob(1)
+                let pclass = String(cString: sqlite3_column_text(select, 2))
+                let digests = (0..<digestColumns.count).map { blob(Int32(5 + $0)) }
+                guard let protection = ProtectionClass(rawValue: pclass), let classKey = keys.classKeys[protection] else {
+                    Issue.record("row \(rowID) has no class key")
+                    continue
+                }
+                let v2 = file.aad(cls, pclass, pk, digests: digests, rowID: rowID, version: 2)
+                let v1 = file.aad(cls, pclass, pk, digests: digests, rowID: rowID, version: 1)
+                let itemKey = try Sealing.open(blob(3), key: classKey, aad: v2)
+                let plain = try Sealing.open(blob(4), key: SymmetricKey(data: itemKey), aad: v2)
+                updates.append((rowID, try Sealing.seal(itemKey, key: classKey, aad: v1), try Sealing.seal(plain, key: SymmetricKey(data: itemKey), aad: v1)))
+            }
+            sqlite3_finalize(select)
+            for (rowID, wrapped, payload) in updates {
+                setColumn(path, cls.rawValue, "wrapped", rowID: rowID, wrapped)
+                setColumn(path, cls.rawValue, "payload", rowID: rowID, payload)
+            }
+            sqlite3_exec(db, "DROP INDEX IF EXISTS \(cls.rawValue)_first", nil, nil, nil)
+        }
+        sqlite3_exec(db, "UPDATE keystone_header SET value = CAST('1' AS BLOB) WHERE name = 'version'; DELETE FROM keystone_header WHERE name IN ('fileid', 'keycheck');", nil, nil, nil)
+    }
+
+    @Test("a format 1 keychain opens locked, unlocks with its password, is upgraded in place and keeps every item")
+    func upgrade() throws {
+        let path = TempDir().path()
+        do {
+            let file = try KeychainFile.create(at: path, password: "pw")
+            let engine = KeychainEngine(storage: file)
+            for name in ["a", "b", "c"] { try engine.add(genp("svc", name, [Key.valueData: .data(Data("secret-\(name)".utf8))])) }
+            try engine.add(genp("svc", "later", [Key.valueData: .data(Data("kept".utf8)), Key.accessible: .string("ck")]))
+            file.lock()
+        }
+        try downgrade(path, password: "pw")
+        let old = try KeychainFile.open(at: path)
+        #expect(old.withMutex { old.header.version } == 1)
+        #expect(old.lockState == .locked)
+        #expect(fileStatus { try old.unlock(password: "wrong") } == Status.authFailed)
+        try old.unlock(password: "pw")
+        #expect(old.withMutex { old.header.version } == FileFormat.version)
+        let engine = KeychainEngine(storage: old)
+        for name in ["a", "b", "c"] { #expect(try engine.secret("svc", name) == "secret-\(name)") }
+        #expect(try engine.secret("svc", "later") == "kept")
+        // Upgraded rows are bound to their row ids and digest columns, as new ones are.
+        let b = try #require(rawColumn(path, "genp", "d_acct", rowID: 2))
+        let c = try #require(rawColumn(path, "genp", "d_acct", rowID: 3))
+        setColumn(path, "genp", "d_acct", rowID: 2, c)
+        setColumn(path, "genp", "d_acct", rowID: 3, b)
+        let reopened = try KeychainFile.open(at: path)
+        if reopened.lockState != .unlocked { try reopened.unlock(password: "pw") }
+        let after = KeychainEngine(storage: reopened)
+        #expect(fileStatus { _ = try after.secret("svc", "b") } == Status.decode)
+        #expect(try after.secret("svc", "a") == "secret-a")
     }
 }
