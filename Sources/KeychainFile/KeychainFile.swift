@@ -76,7 +76,6 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// Device and inode of the file `db` has open.
     var device: UInt64
     var inode: UInt64
-    var keys: KeySet?
     var unlockedAt: Date?
     var epoch: Int64
     var dataVersion: Int64 = -1
@@ -87,6 +86,12 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// column still has the same bytes, so an edited row is decrypted and checked again.
     var rowCache: [RowKey: CachedRow] = [:]
     var cachingEnabled = true
+    /// Digests of attribute values under the current index key (see `digest` in Rows.swift).
+    var digestCache: [DigestKey: Data] = [:]
+    /// The keys, as they change: every cache derived from them is emptied.
+    var keys: KeySet? {
+        didSet { digestCache.removeAll(); rowCache.removeAll() }
+    }
     /// The time, for the auto-lock timeout (tests move it instead of sleeping).
     var clock: @Sendable () -> Date = { Date() }
     /// Whether ``ensureLogCapacity()`` ran on this connection.
@@ -103,6 +108,12 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     public var cachesDecryptedItems: Bool {
         get { withMutex { cachingEnabled } }
         set { withMutex { cachingEnabled = newValue; if !newValue { rowCache.removeAll() } } }
+    }
+
+    struct DigestKey: Hashable {
+        let itemClass: ItemClass
+        let attribute: String
+        let value: AttributeValue
     }
 
     struct RowKey: Hashable {

@@ -41,22 +41,33 @@ enum RowCodec {
     }
 
     static func encode(_ item: StoredItem) -> Data {
-        var out = Data()
+        // Built in a byte array (one allocation, no Data bookkeeping per append), then wrapped once.
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + item.attributes.count * 32 + (item.secret?.count ?? 0))
+        func int(_ n: UInt64) { withUnsafeBytes(of: n.bigEndian) { out.append(contentsOf: $0) } }
         out.append(1)  // codec version
-        writeInt(UInt64(item.attributes.count), to: &out)
+        int(UInt64(item.attributes.count))
         for (key, value) in item.attributes.sorted(by: { $0.key < $1.key }) {
-            writeBytes(Data(key.utf8), to: &out)
+            int(UInt64(key.utf8.count))
+            out.append(contentsOf: key.utf8)
             write(value, to: &out)
         }
-        if let secret = item.secret { out.append(1); writeBytes(secret, to: &out) } else { out.append(0) }
-        if let ac = item.accessControl {
+        if let secret = item.secret {
             out.append(1)
-            writeBytes(Data(ac.accessibility.rawValue.utf8), to: &out)
-            writeInt(UInt64(ac.flags.rawValue), to: &out)
+            int(UInt64(secret.count))
+            out.append(contentsOf: secret)
         } else {
             out.append(0)
         }
-        return out
+        if let ac = item.accessControl {
+            out.append(1)
+            int(UInt64(ac.accessibility.rawValue.utf8.count))
+            out.append(contentsOf: ac.accessibility.rawValue.utf8)
+            int(UInt64(ac.flags.rawValue))
+        } else {
+            out.append(0)
+        }
+        return Data(out)
     }
 
     struct Reader {

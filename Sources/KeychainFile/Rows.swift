@@ -120,6 +120,17 @@ extension KeychainFile {
     }
 
     private func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
+        // The same values are digested again and again (a service, an access group, sync = false): keep them.
+        // Emptied whenever the keys change; bounded.
+        let key = DigestKey(itemClass: cls, attribute: attribute, value: value)
+        if let known = digestCache[key] { return known }
+        let made = makeDigest(cls, attribute, value, index)
+        if digestCache.count >= 4_096 { digestCache.removeAll(keepingCapacity: true) }
+        digestCache[key] = made
+        return made
+    }
+
+    private func makeDigest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64)
         bytes.append(contentsOf: cls.rawValue.utf8)
