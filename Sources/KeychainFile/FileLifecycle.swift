@@ -142,6 +142,10 @@ extension KeychainFile {
     static func openChecked(_ path: String) throws -> (SQLiteConnection, Header, UInt64, UInt64) {
         var before = stat()
         guard stat(path, &before) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
+        // Planted companions (a -wal symlink) are refused before SQLite follows them.
+        if let planted = FileSafety.companionProblems(URL(fileURLWithPath: path).resolvingSymlinksInPath().path).first {
+            throw EngineError(Status.wrPerm, "refusing to use the keychain \(path): \(planted.path): \(planted.reason)")
+        }
         let db: SQLiteConnection
         let header: Header
         do {

@@ -14,6 +14,8 @@ import Darwin
 ///   user is refused for root too.
 /// - Its directory is owned by the current user or root, and is not writable by group or others unless it has
 ///   the sticky bit (as `/tmp`), where only the owner can rename or delete the file.
+/// - Its SQLite companions (`-wal`, `-shm`), when present, are regular files owned by the current user: not
+///   symbolic links or files planted by someone else.
 ///
 /// A refusal is `errSecWrPerm` with a message naming the file, its owner and its mode, and the fix.
 /// Keystone itself creates directories 0700 and files 0600, so its own files always pass.
@@ -68,6 +70,25 @@ public enum FileSafety {
                                  fix: "chmod 600 \(shellQuoted(real))"))
         }
         if let problem = directoryProblem((real as NSString).deletingLastPathComponent) { found.append(problem) }
+        found += companionProblems(real)
+        return found
+    }
+
+    /// Problems with SQLite's companion files next to the keychain file `real` (checked before SQLite opens it).
+    static func companionProblems(_ real: String) -> [Problem] {
+        var found: [Problem] = []
+        let me = geteuid()
+        // SQLite's companions, opened by name next to the file: in a shared (sticky) directory someone else could
+        // plant them first, as a symbolic link or a file of theirs, and have the keychain's log written there.
+        for suffix in ["-wal", "-shm"] {
+            var companion = stat()
+            guard lstat(real + suffix, &companion) == 0 else { continue }
+            if (companion.st_mode & S_IFMT) != S_IFREG {
+                found.append(Problem(path: real + suffix, reason: "the keychain's \(suffix.dropFirst()) file is not a regular file (a symbolic link?)", fix: nil))
+            } else if companion.st_uid != me {
+                found.append(Problem(path: real + suffix, reason: "the keychain's \(suffix.dropFirst()) file is owned by \(userName(companion.st_uid))", fix: nil))
+            }
+        }
         return found
     }
 

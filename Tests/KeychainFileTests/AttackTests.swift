@@ -157,6 +157,21 @@ struct KeychainFileAttackTests {
         #expect(fileStatus { _ = try KeychainFile.open(at: path) } == 0)
     }
 
+    @Test("a planted write-ahead log (a symbolic link to another file) is refused, and that file is never written")
+    func plantedLog() throws {
+        let dir = TempDir()
+        let path = dir.path()
+        do { _ = try KeychainFile.create(at: path, password: "") }
+        for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
+        let victim = dir.path("victim.txt")
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+        symlink(victim, path + "-wal")
+        let refused = fileStatusAndReason { _ = try KeychainFile.open(at: path) }
+        #expect(refused.status == Status.wrPerm)
+        #expect(refused.reason.contains("-wal"))
+        #expect(fileBytes(victim) == Data("precious".utf8))
+    }
+
     @Test("header values out of range are errSecInvalidKeychain, never a trap",
           arguments: [
             ("kdf", #"{"blockSize":8,"parallelism":1,"rounds":1152921504606846976,"salt":"AAAAAAAAAAAAAAAAAAAAAA=="}"#),
