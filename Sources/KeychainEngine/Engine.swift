@@ -35,6 +35,18 @@ public protocol EngineHook: Sendable {
     func willPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?) throws
     /// Called after `operation` ran, with its status.
     func didPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?, status: Int32)
+    /// Called when `operation` left out `count` damaged rows: rows that matched the storage's search but
+    /// could not be read and authenticated (`errSecDecode`), or that contradicted the search
+    /// (an integrity failure). Called before ``didPerform(_:query:attributesToUpdate:status:)``, whether
+    /// the operation succeeded (it acted on the readable matches) or failed with `errSecDecode` (only
+    /// damaged rows matched). Each damaged row is also logged on ``KeystoneLog/logger`` (class, row id, status).
+    ///
+    /// The default implementation does nothing.
+    func didSkipDamagedItems(_ operation: KeychainOperation, count: Int)
+}
+
+extension EngineHook {
+    public func didSkipDamagedItems(_ operation: KeychainOperation, count: Int) {}
 }
 
 /// The keychain: Apple's SecItem rules over a ``KeychainStorage``.
@@ -57,6 +69,13 @@ public protocol EngineHook: Sendable {
 ///   `kSecAttrSynchronizableAny` matches both.
 /// - An item whose accessibility is not available in the storage's ``LockState`` makes any operation that
 ///   touches it fail with `errSecInteractionNotAllowed`; nothing is changed or deleted.
+/// - **Damaged rows.** The engine never trusts the storage's filtering: it re-checks every query attribute
+///   against every row it reads. A row the storage cannot read and authenticate (`errSecDecode`), or a
+///   readable row that contradicts a constraint the storage was asked to honour (an integrity failure),
+///   is damaged. Damaged rows are never returned, changed or deleted. Copy, update and delete act on the
+///   readable matches and leave damaged ones out, logging each (class, row id, status) and reporting the
+///   count to hooks (``EngineHook/didSkipDamagedItems(_:count:)``); when only damaged rows match, the
+///   operation fails with `errSecDecode`, so the caller learns something is there.
 /// - Reading the secret of an item with an access control (or changing its secret) needs an authentication
 ///   from the ``Authenticator``, unless an ``AuthenticationContext`` covers it. `kSecUseAuthenticationUI`
 ///   Fail turns the prompt into `errSecInteractionNotAllowed`; Skip leaves such items out. Attributes-only
@@ -121,7 +140,7 @@ public final class KeychainEngine: Sendable {
     ///   `akpu`), `errSecUnimplemented` (no Secure Enclave).
     @discardableResult
     public func add(_ attributes: KeychainQuery) throws -> ItemResult? {
-        try perform(.add, attributes, nil) { try self.performAdd(attributes) }
+        try perform(.add, attributes, nil) { _ in try self.performAdd(attributes) }
     }
 
     /// `SecItemCopyMatching`: finds items and returns them in the shape the return keys ask for.
@@ -130,35 +149,49 @@ public final class KeychainEngine: Sendable {
     ///   `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`, `errSecDecode`,
     ///   `errSecMissingEntitlement`.
     public func copyMatching(_ query: KeychainQuery) throws -> ItemResult? {
-        try perform(.copy, query, nil) { try self.performCopy(query) }
+        try perform(.copy, query, nil) { try self.performCopy(query, &$0) }
     }
 
     /// `SecItemUpdate`: changes every item that matches `query`.
     ///
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`,
     ///   `errSecNoSuchAttr`, `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`,
-    ///   `errSecMissingEntitlement`.
+    ///   `errSecMissingEntitlement`, `errSecDecode` (only damaged rows match; nothing is changed).
+    /// - Important: A row the engine could not read and authenticate is never changed.
     public func update(_ query: KeychainQuery, with attributesToUpdate: KeychainQuery) throws {
-        try perform(.update, query, attributesToUpdate) { try self.performUpdate(query, attributesToUpdate) }
+        try perform(.update, query, attributesToUpdate) { try self.performUpdate(query, attributesToUpdate, &$0) }
     }
 
     /// `SecItemDelete`: removes every item that matches `query`.
     ///
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecParam`, `errSecNoSuchAttr`,
-    ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`.
+    ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`, `errSecDecode` (only damaged rows
+    ///   match; nothing is deleted).
+    /// - Important: A row the engine could not read and authenticate is never deleted, even when the
+    ///   storage's (unauthenticated) index columns say it matches.
     public func delete(_ query: KeychainQuery) throws {
-        try perform(.delete, query, nil) { try self.performDelete(query) }
+        try perform(.delete, query, nil) { try self.performDelete(query, &$0) }
     }
 
-    private func perform<T>(_ operation: KeychainOperation, _ query: KeychainQuery, _ update: KeychainQuery?, _ body: () throws -> T) throws -> T {
+    /// What an operation tells its hooks besides its status.
+    struct OperationReport {
+        /// Damaged rows the operation left out (see ``EngineHook/didSkipDamagedItems(_:count:)``).
+        var damagedSkipped = 0
+    }
+
+    private func perform<T>(_ operation: KeychainOperation, _ query: KeychainQuery, _ update: KeychainQuery?,
+                            _ body: (inout OperationReport) throws -> T) throws -> T {
         let hooks = self.hooks.current
+        var report = OperationReport()
         do {
             for hook in hooks { try hook.willPerform(operation, query: query, attributesToUpdate: update) }
-            let result = try body()
+            let result = try body(&report)
+            if report.damagedSkipped > 0 { for hook in hooks { hook.didSkipDamagedItems(operation, count: report.damagedSkipped) } }
             for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: Status.success) }
             return result
         } catch {
             let engineError = Self.engineError(error)
+            if report.damagedSkipped > 0 { for hook in hooks { hook.didSkipDamagedItems(operation, count: report.damagedSkipped) } }
             for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: engineError.status) }
             throw engineError
         }
@@ -243,9 +276,37 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Matching
 
-    /// The rows that match `q`, sorted by row id; fails when a match is locked or unreadable.
+    /// A damaged row a search left out: unreadable (`errSecDecode`) or contradicting its search.
+    struct DamagedRow {
+        let itemClass: ItemClass
+        let rowID: Int64
+        let error: EngineError
+    }
+
+    /// What a search found: the readable matches in row-id order, and the damaged rows it left out.
+    struct Matches {
+        var items: [StoredItem] = []
+        var damaged: [DamagedRow] = []
+
+        /// `errSecItemNotFound`, or `errSecDecode` when damaged rows were all that matched.
+        var noMatchError: EngineError {
+            if let first = damaged.first { return EngineError(Status.decode, first.error.status == Status.decode ? first.error.reason : "a matching item is damaged") }
+            return EngineError.itemNotFound
+        }
+    }
+
+    /// The rows that match `q`, in row-id order, and the damaged rows that were left out.
+    ///
+    /// The storage's filtering is never trusted: every query attribute is checked again against every
+    /// readable row. A readable row that contradicts a constraint the storage was asked to honour (or a row
+    /// of another class or row id than asked) is an integrity failure: it is treated as damaged, like a row
+    /// the storage reports as unreadable with `errSecDecode`. Damaged rows are logged (class, row id, status)
+    /// and never returned, so callers cannot change or delete them.
+    ///
+    /// - Parameter stopAfter: stop once this many readable matches were found (a match limit).
+    /// - Throws: `errSecInteractionNotAllowed` when a row it reaches is locked; `errSecMissingEntitlement`.
     private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration,
-                         deleting: Bool = false) throws -> (items: [StoredItem], unreadable: [Candidate]) {
+                         stopAfter: Int? = nil) throws -> Matches {
         if let group = q.attributes[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) {
             throw EngineError(Status.missingEntitlement, "the access group is not among the caller's entitled groups")
         }
@@ -267,46 +328,63 @@ public final class KeychainEngine: Sendable {
             if q.caseInsensitive, value.stringValue != nil { continue }
             constraints[key] = value
         }
-        let found: [Candidate]
-        if let ref = q.persistentReference {
-            found = try reader.candidate(in: q.itemClass, rowID: ref.rowID).map { [$0] } ?? []
-        } else {
-            found = try reader.candidates(in: q.itemClass, matching: constraints)
-        }
         let lockState = storage.lockState
-        var items: [StoredItem] = []
-        var unreadable: [Candidate] = []
-        for candidate in found {
+        var found = Matches()
+        let visit = { (candidate: Candidate) throws -> Bool in
             switch candidate {
             case .item(let item):
-                // The storage honoured `constraints`; check the rest of the query.
-                guard Self.item(item, matches: wanted, except: constraints, schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { continue }
+                if let problem = Self.integrityProblem(item, q: q, constraints: constraints, schema: schema) {
+                    found.damaged.append(DamagedRow(itemClass: q.itemClass, rowID: item.rowID, error: EngineError(Status.decode, problem)))
+                    return true
+                }
+                guard Self.item(item, matches: wanted, schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { return true }
                 guard item.accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                 }
-                items.append(item)
-            case .unreadable(_, _, let error):
+                found.items.append(item)
+                if let stopAfter, found.items.count >= stopAfter { return false }
+            case .unreadable(let cls, let id, let error):
                 if error.status == Status.interactionNotAllowed { throw error }
-                unreadable.append(candidate)
+                found.damaged.append(DamagedRow(itemClass: cls, rowID: id, error: error))
             }
+            return true
         }
-        items.sort { $0.rowID < $1.rowID }
-        if unreadable.isEmpty { return (items, []) }
-        if items.isEmpty, !deleting, case .unreadable(_, _, let error)? = unreadable.first {
-            throw error
+        if let ref = q.persistentReference {
+            if let candidate = try reader.candidate(in: q.itemClass, rowID: ref.rowID) { _ = try visit(candidate) }
+        } else {
+            try reader.forEachCandidate(in: q.itemClass, matching: constraints, visit)
         }
-        // An unreadable row certainly matches when every query attribute was an honoured constraint.
-        let certain = q.persistentReference != nil || wanted.keys.allSatisfy { constraints[$0] != nil }
-        return (items, certain ? unreadable : [])
+        for row in found.damaged {
+            KeystoneLog.logger.warning("left out a damaged keychain item", metadata: [
+                "class": "\(row.itemClass.rawValue)", "row": "\(row.rowID)", "status": "\(row.error.status)",
+            ])
+        }
+        if found.items.count > 1 { found.items.sort { $0.rowID < $1.rowID } }
+        return found
     }
 
-    private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue], except honoured: [String: AttributeValue],
+    /// Why a row the storage returned as readable cannot be what was asked for, or nil when it can.
+    ///
+    /// A storage must honour its constraints: a row that contradicts one (or has another class, or another
+    /// row id than the persistent reference named) was swapped or corrupted below the engine.
+    private static func integrityProblem(_ item: StoredItem, q: ParsedQuery, constraints: [String: AttributeValue],
+                                         schema: ClassSchema) -> String? {
+        if item.itemClass != q.itemClass { return "the storage returned a row of another class" }
+        if let ref = q.persistentReference, item.rowID != ref.rowID { return "the storage returned another row than the reference named" }
+        for (key, value) in constraints where (item.attributes[key] ?? schema.attributes[key]?.type.emptyValue) != value {
+            return "the storage returned a row that contradicts its search"
+        }
+        return nil
+    }
+
+    /// Whether `item` holds every attribute of `wanted` (the storage's filtering is not trusted) and, for an
+    /// entitled caller whose query names no group, belongs to one of its groups.
+    private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue],
                              schema: ClassSchema, caseInsensitive: Bool, accessGroups: EngineConfiguration.AccessGroups) -> Bool {
         if case .entitled(let groups) = accessGroups, wanted[Key.accessGroup] == nil {
             guard let group = item.attributes[Key.accessGroup]?.stringValue, groups.contains(group) else { return false }
         }
-        if wanted.count == honoured.count { return true }
-        for (key, value) in wanted where honoured[key] == nil {
+        for (key, value) in wanted {
             let stored = item.attributes[key] ?? schema.attributes[key]?.type.emptyValue
             if stored == value { continue }
             if caseInsensitive, let a = stored?.stringValue, let b = value.stringValue,
@@ -350,14 +428,22 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Copy
 
-    private func performCopy(_ query: KeychainQuery) throws -> ItemResult? {
+    private func performCopy(_ query: KeychainQuery, _ report: inout OperationReport) throws -> ItemResult? {
         let config = configuration
         let q = try ParsedQuery(query, for: .copy)
-        let found = try storage.read { try matches(q, in: $0, config: config).items }
-        guard !found.isEmpty else { throw EngineError.itemNotFound }
         let limit: Int? = { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }()
+        // The search stops at the limit, unless items needing an authentication may be skipped (UI Skip):
+        // then a later match may have to stand in for a skipped one.
+        let stopAfter = q.returnData && q.authUI == .skip ? nil : limit
+        // Damaged matches are left out, as Apple's query loop (SecItemDb.c, s3dl_query_row) goes on past
+        // an item that fails to decode. Unlike Apple, Keystone does not stop at the first row with limit
+        // One (Apple's SELECT says LIMIT 1): a damaged first row does not hide a readable one after it.
+        // Unlike Apple, which then reports errSecItemNotFound, only damaged matches fail with errSecDecode.
+        let found = try storage.read { try matches(q, in: $0, config: config, stopAfter: stopAfter) }
+        report.damagedSkipped = found.damaged.count
+        guard !found.items.isEmpty else { throw found.noMatchError }
         var results: [ItemResult] = []
-        for item in found {
+        for item in found.items {
             if let limit, results.count >= limit { break }
             if q.returnData {
                 guard try authorize(item, q, operation: "copy", config: config) else { continue }
@@ -396,7 +482,7 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Update
 
-    private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery) throws {
+    private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
         let config = configuration
         let q = try ParsedQuery(query, for: .update)
         // Apple's server accepts a match limit in an update query and passes it to its SELECT: by default
@@ -426,8 +512,12 @@ public final class KeychainEngine: Sendable {
         var skipped: Set<Int64> = []
         for _ in 0..<3 {
             let needed: [StoredItem] = try storage.write { tx in
-                let current = Array(try matches(q, in: tx, config: config).items.prefix(updateLimit ?? Int.max))
-                guard !current.isEmpty else { throw EngineError.itemNotFound }
+                // Only rows read and authenticated are changed: damaged matches are left as they are
+                // (see performDelete), and only damaged matches fail with errSecDecode.
+                let found = try matches(q, in: tx, config: config, stopAfter: updateLimit)
+                report.damagedSkipped = found.damaged.count
+                let current = found.items
+                guard !current.isEmpty else { throw found.noMatchError }
                 let targets = current.filter { !skipped.contains($0.rowID) }
                 guard !targets.isEmpty else { throw EngineError.itemNotFound }
                 if secretChanges && config.enforcesAccessControl {
@@ -472,16 +562,26 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Delete
 
-    private func performDelete(_ query: KeychainQuery) throws {
+    private func performDelete(_ query: KeychainQuery, _ report: inout OperationReport) throws {
         let config = configuration
         let q = try ParsedQuery(query, for: .delete)
         if q.limitGiven && q.limit != .all { throw EngineError.param("SecItemDelete takes no match limit: it deletes every match") }
         if q.hasReturnKeys { throw EngineError.param("SecItemDelete takes no return keys") }
+        // Keystone never deletes (or changes) a row it could not read and authenticate. A storage's index
+        // columns (the digests it searches by) are not authenticated: trusting them would let someone who
+        // swaps one make `delete account a` delete item b. So damaged matches are skipped and logged, the
+        // readable ones deleted; if only damaged rows match, the delete fails with errSecDecode and the
+        // caller learns something is there.
+        //
+        // Apple differs: its query loop schedules an asynchronous delete of an item that fails to decode
+        // (SecItemDb.c, s3dl_query_row → deleteCorruptedItemAsync), and SecDbItemInsertOrReplace (SecDbItem.c)
+        // replaces a corrupt row holding the new item's primary key as if it were not there. Keystone
+        // deliberately leaves data it cannot read in place: only an explicit repair tool may remove it.
         try storage.write { tx in
-            let (items, unreadable) = try matches(q, in: tx, config: config, deleting: true)
-            guard !items.isEmpty || !unreadable.isEmpty else { throw EngineError.itemNotFound }
-            for item in items { try tx.delete(in: item.itemClass, rowID: item.rowID) }
-            for case .unreadable(let cls, let id, _) in unreadable { try tx.delete(in: cls, rowID: id) }
+            let found = try matches(q, in: tx, config: config)
+            report.damagedSkipped = found.damaged.count
+            guard !found.items.isEmpty else { throw found.noMatchError }
+            for item in found.items { try tx.delete(in: item.itemClass, rowID: item.rowID) }
         }
     }
 }

@@ -177,6 +177,14 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             storage.candidates(itemClass, constraints)
         }
 
+        func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
+                              _ body: (Candidate) throws -> Bool) throws {
+            // The same rows as `candidates`, handed out one by one: a limit-one search stops at the first.
+            for candidate in storage.candidates(itemClass, constraints) {
+                guard try body(candidate) else { return }
+            }
+        }
+
         func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? {
             storage.row(itemClass, rowID).map { .item($0) }
         }
