@@ -205,7 +205,29 @@ public final class KeychainEngine: Sendable {
     // MARK: - Add
 
     private func performAdd(_ input: KeychainQuery) throws -> ItemResult? {
-        let config = configuration
+        let (q, prepared) = try prepareAdd(input, configuration)
+        var item = prepared
+        item.rowID = try storage.write { tx -> Int64 in
+            if !(try tx.candidates(in: q.itemClass, matching: Self.primaryKeyConstraints(of: item))).isEmpty {
+                throw EngineError.duplicateItem("an item with the same primary key exists")
+            }
+            return try tx.insert(item)
+        }
+        guard q.hasReturnKeys else { return nil }
+        return shape([result(for: item, q, data: item.secret)], q, limitOverride: .one)
+    }
+
+    /// The primary-key attributes of `item`, as search constraints.
+    static func primaryKeyConstraints(of item: StoredItem) -> [String: AttributeValue] {
+        let schema = ClassSchema.of(item.itemClass)
+        var constraints: [String: AttributeValue] = [:]
+        constraints.reserveCapacity(schema.primaryKey.count)
+        for key in schema.primaryKey { constraints[key] = item.attributes[key] ?? schema.attributes[key]!.type.emptyValue }
+        return constraints
+    }
+
+    /// Validates an add and builds the row it inserts (defaults filled in).
+    private func prepareAdd(_ input: KeychainQuery, _ config: EngineConfiguration) throws -> (ParsedQuery, StoredItem) {
         let q = try ParsedQuery(input, for: .add)
         guard q.persistentReference == nil else { throw EngineError.param("kSecValuePersistentRef cannot be added") }
         if q.accessControl != nil && q.accessibility != nil {
@@ -244,16 +266,7 @@ public final class KeychainEngine: Sendable {
         guard accessibility.isAvailable(in: storage.lockState) else {
             throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
         }
-        var item = StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl)
-        let keyConstraints = Dictionary(uniqueKeysWithValues: schema.primaryKey.map { ($0, attributes[$0]!) })
-        item.rowID = try storage.write { tx -> Int64 in
-            if !(try tx.candidates(in: q.itemClass, matching: keyConstraints)).isEmpty {
-                throw EngineError.duplicateItem("an item with the same primary key exists")
-            }
-            return try tx.insert(item)
-        }
-        guard q.hasReturnKeys else { return nil }
-        return shape([result(for: item, q, data: item.secret)], q, limitOverride: .one)
+        return (q, StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl))
     }
 
     private func resolveAccessGroup(_ requested: String?, _ config: EngineConfiguration) throws -> String {
@@ -314,14 +327,7 @@ public final class KeychainEngine: Sendable {
             throw EngineError(Status.missingEntitlement, "the caller has no keychain access group")
         }
         let schema = ClassSchema.of(q.itemClass)
-        var wanted = q.attributes
-        switch q.sync {
-        // Apple's server adds sync = false to a query without kSecAttrSynchronizable, unless it names a
-        // persistent reference (SecDbQuery.c, query_create_with_limit).
-        case .none: if q.persistentReference == nil { wanted[Key.synchronizable] = .bool(false) }
-        case .some(.none): break
-        case .some(.some(let b)): wanted[Key.synchronizable] = .bool(b)
-        }
+        let wanted = Self.wanted(q)
         var constraints: [String: AttributeValue] = [:]
         for key in schema.primaryKey {
             guard let value = wanted[key] else { continue }
@@ -482,11 +488,19 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Update
 
-    private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
-        let config = configuration
+    /// A validated update: the query, the changes, and how many matches it may change.
+    struct UpdatePlan {
+        let query: ParsedQuery
+        let changes: ParsedQuery
+        /// Apple's server accepts a match limit in an update query and passes it to its SELECT: by default
+        /// every match is updated; an explicit limit updates that many matches (in row order).
+        let limit: Int?
+        /// Whether the secret or its protection changes (which needs an authentication for protected items).
+        var changesSecret: Bool { changes.valueData != nil || changes.accessControl != nil }
+    }
+
+    private func prepareUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ config: EngineConfiguration) throws -> UpdatePlan {
         let q = try ParsedQuery(query, for: .update)
-        // Apple's server accepts a match limit in an update query and passes it to its SELECT: by default
-        // every match is updated; an explicit limit updates that many matches (in row order).
         let updateLimit: Int? = q.limitGiven ? { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }() : nil
         if q.hasReturnKeys { throw EngineError.param("SecItemUpdate's query takes no return keys") }
         for key in changes.keys {
@@ -504,60 +518,196 @@ public final class KeychainEngine: Sendable {
         }
         if case .some(.none) = c.sync { throw EngineError.param("kSecAttrSynchronizableAny cannot be set") }
         if let group = c.attributes[Key.accessGroup]?.stringValue { _ = try resolveAccessGroup(group, config) }
-        let secretChanges = c.valueData != nil || c.accessControl != nil
+        return UpdatePlan(query: q, changes: c, limit: updateLimit)
+    }
 
+    private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
+        let config = configuration
+        let plan = try prepareUpdate(query, changes, config)
         // Apply inside one write transaction. Authentication must not happen while the transaction is open:
         // when a target needs one, leave the transaction, authenticate, and apply again.
         var authorized: Set<Int64> = []
         var skipped: Set<Int64> = []
         for _ in 0..<3 {
             let needed: [StoredItem] = try storage.write { tx in
-                // Only rows read and authenticated are changed: damaged matches are left as they are
-                // (see performDelete), and only damaged matches fail with errSecDecode.
-                let found = try matches(q, in: tx, config: config, stopAfter: updateLimit)
-                report.damagedSkipped = found.damaged.count
-                let current = found.items
-                guard !current.isEmpty else { throw found.noMatchError }
-                let targets = current.filter { !skipped.contains($0.rowID) }
-                guard !targets.isEmpty else { throw EngineError.itemNotFound }
-                if secretChanges && config.enforcesAccessControl {
-                    let pending = targets.filter { !authorized.contains($0.rowID) && ($0.accessControl?.flags.requiresAuthentication ?? false) }
-                    if !pending.isEmpty { return pending }
-                }
-                let now = config.now()
-                for var item in targets {
-                    for (key, value) in c.attributes { item.attributes[key] = value }
-                    if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
-                    if let data = c.valueData { item.secret = data }
-                    if let ac = c.accessControl {
-                        item.accessControl = ac
-                        item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
-                        if ac.flags.contains(.biometryCurrentSet) {
-                            item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
-                        }
-                    }
-                    if let a = c.accessibility {
-                        item.attributes[Key.accessible] = .string(a.rawValue)
-                        if item.accessControl != nil { item.accessControl?.accessibility = a }
-                    }
-                    let accessibility = item.accessibility
-                    if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
-                        throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-                    }
-                    guard accessibility.isAvailable(in: storage.lockState) else {
-                        throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
-                    }
-                    item.attributes[Key.modificationDate] = .date(now)
-                    try tx.replace(item)
-                }
-                return []
+                try applyUpdate(plan, in: tx, config: config, authorized: authorized, skipped: skipped, report: &report)
             }
             if needed.isEmpty { return }
             for item in needed {
-                if try authorize(item, q, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
+                if try authorize(item, plan.query, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
             }
         }
         throw EngineError(Status.interactionNotAllowed, "the matching items kept changing during the update")
+    }
+
+    /// Applies `plan` inside the transaction `tx`; returns the targets that still need an authentication
+    /// (nothing is changed then), or an empty list once every target was changed.
+    private func applyUpdate(_ plan: UpdatePlan, in tx: any StorageWriter, config: EngineConfiguration,
+                             authorized: Set<Int64>, skipped: Set<Int64>, report: inout OperationReport) throws -> [StoredItem] {
+        // Only rows read and authenticated are changed: damaged matches are left as they are
+        // (see performDelete), and only damaged matches fail with errSecDecode.
+        let found = try matches(plan.query, in: tx, config: config, stopAfter: plan.limit)
+        report.damagedSkipped = found.damaged.count
+        let current = found.items
+        guard !current.isEmpty else { throw found.noMatchError }
+        let targets = skipped.isEmpty ? current : current.filter { !skipped.contains($0.rowID) }
+        guard !targets.isEmpty else { throw EngineError.itemNotFound }
+        if plan.changesSecret && config.enforcesAccessControl {
+            let pending = targets.filter { !authorized.contains($0.rowID) && ($0.accessControl?.flags.requiresAuthentication ?? false) }
+            if !pending.isEmpty { return pending }
+        }
+        let now = config.now()
+        for item in targets { try tx.replace(try updated(item, with: plan.changes, now: now)) }
+        return []
+    }
+
+    /// `item` with `c`'s changes applied and a new modification date.
+    private func updated(_ original: StoredItem, with c: ParsedQuery, now: Date) throws -> StoredItem {
+        var item = original
+        for (key, value) in c.attributes { item.attributes[key] = value }
+        if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
+        if let data = c.valueData { item.secret = data }
+        if let ac = c.accessControl {
+            item.accessControl = ac
+            item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
+            if ac.flags.contains(.biometryCurrentSet) {
+                item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
+            }
+        }
+        if let a = c.accessibility {
+            item.attributes[Key.accessible] = .string(a.rawValue)
+            if item.accessControl != nil { item.accessControl?.accessibility = a }
+        }
+        let accessibility = item.accessibility
+        if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
+            throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
+        }
+        guard accessibility.isAvailable(in: storage.lockState) else {
+            throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
+        }
+        item.attributes[Key.modificationDate] = .date(now)
+        return item
+    }
+
+    // MARK: - Add or update
+
+    /// Whether ``addOrUpdate(_:matching:with:)`` added the item or updated an existing one.
+    public enum SaveOutcome: Sendable, Hashable {
+        /// No item had the primary key: the item was added.
+        case added
+        /// An item had the primary key: the items matching the query were updated.
+        case updated
+    }
+
+    /// Adds an item or, when one with its primary key exists, updates the items that match `query`: the
+    /// add-or-update of careful keychain code (never delete-then-add), as one call.
+    ///
+    /// The outcome is exactly that of `add(attributes)` followed, on `errSecDuplicateItem`, by
+    /// `update(query, with: changes)`, with the same errors. Without hooks both steps run in one storage
+    /// transaction (an upsert by primary key), unless a target needs an authentication, which never happens
+    /// inside a transaction. With hooks, they see the two operations as before: an add (failing with
+    /// `errSecDuplicateItem` when the item exists), then an update.
+    ///
+    /// - Parameters:
+    ///   - attributes: the item to add, as for ``add(_:)``.
+    ///   - query: the items to update when the item exists, as for ``update(_:with:)``.
+    ///   - changes: the attributes and secret to update.
+    /// - Returns: whether the item was added or updated.
+    /// - Throws: ``EngineError`` with the codes of ``add(_:)`` and ``update(_:with:)``.
+    /// - Important: The existing item is updated in place (its creation date is kept), never deleted.
+    @discardableResult
+    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws -> SaveOutcome {
+        if !hooks.current.isEmpty {
+            do {
+                try add(attributes)
+                return .added
+            } catch let error as EngineError where error.status == Status.duplicateItem {
+                try update(query, with: changes)
+                return .updated
+            }
+        }
+        do {
+            return try performAddOrUpdate(attributes, query, changes)
+        } catch {
+            throw Self.engineError(error)
+        }
+    }
+
+    /// Signals, out of a transaction, that an update target needs an authentication first.
+    private struct NeedsAuthentication: Error {}
+
+    private func performAddOrUpdate(_ attributes: KeychainQuery, _ query: KeychainQuery, _ changes: KeychainQuery) throws -> SaveOutcome {
+        let config = configuration
+        let (_, item) = try prepareAdd(attributes, config)
+        var report = OperationReport()
+        do {
+            return try storage.write { tx -> SaveOutcome in
+                var plan: UpdatePlan?
+                let outcome = try tx.upsert(item) { existing in
+                    // The update query names exactly this row's primary key: change it in place.
+                    let p = try prepareUpdate(query, changes, config)
+                    plan = p
+                    guard Self.pinsPrimaryKey(p.query, of: item, config: config) else { return nil }
+                    guard case .item(let old) = existing else {
+                        if case .unreadable(_, _, let error) = existing, error.status == Status.interactionNotAllowed { throw error }
+                        return nil  // Damaged: left to the general update below, which reports it.
+                    }
+                    guard Self.integrityProblem(old, q: p.query, constraints: Self.primaryKeyConstraints(of: item),
+                                                schema: ClassSchema.of(item.itemClass)) == nil,
+                          Self.item(old, matches: Self.wanted(p.query), schema: ClassSchema.of(item.itemClass),
+                                    caseInsensitive: p.query.caseInsensitive, accessGroups: config.accessGroups) else { return nil }
+                    guard old.accessibility.isAvailable(in: storage.lockState) else {
+                        throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(storage.lockState.rawValue)")
+                    }
+                    if p.changesSecret && config.enforcesAccessControl && (old.accessControl?.flags.requiresAuthentication ?? false) {
+                        throw NeedsAuthentication()
+                    }
+                    return try updated(old, with: p.changes, now: config.now())
+                }
+                switch outcome {
+                case .inserted: return .added
+                case .replaced: return .updated
+                case .kept:
+                    // The update query may match more than this row (no access group named, …), or the row
+                    // did not qualify: run the general update in the same transaction.
+                    let p = try plan ?? prepareUpdate(query, changes, config)
+                    let needed = try applyUpdate(p, in: tx, config: config, authorized: [], skipped: [], report: &report)
+                    if !needed.isEmpty { throw NeedsAuthentication() }
+                    return .updated
+                }
+            }
+        } catch is NeedsAuthentication {
+            var report = OperationReport()
+            try performUpdate(query, changes, &report)
+            return .updated
+        }
+    }
+
+    /// The attributes a query asks for, with the implicit `sync` Apple's server adds.
+    private static func wanted(_ q: ParsedQuery) -> [String: AttributeValue] {
+        var wanted = q.attributes
+        switch q.sync {
+        // Apple's server adds sync = false to a query without kSecAttrSynchronizable, unless it names a
+        // persistent reference (SecDbQuery.c, query_create_with_limit).
+        case .none: if q.persistentReference == nil { wanted[Key.synchronizable] = .bool(false) }
+        case .some(.none): break
+        case .some(.some(let b)): wanted[Key.synchronizable] = .bool(b)
+        }
+        return wanted
+    }
+
+    /// Whether the update query `q` can match no row but the one with `item`'s primary key: it names every
+    /// primary-key attribute, with `item`'s values, case-sensitively, and no persistent reference.
+    private static func pinsPrimaryKey(_ q: ParsedQuery, of item: StoredItem, config: EngineConfiguration) -> Bool {
+        guard q.persistentReference == nil, q.itemClass == item.itemClass, !q.caseInsensitive else { return false }
+        let wanted = Self.wanted(q)
+        if case .entitled(let groups) = config.accessGroups, groups.isEmpty { return false }
+        let schema = ClassSchema.of(item.itemClass)
+        for key in schema.primaryKey {
+            guard let value = wanted[key], value == (item.attributes[key] ?? schema.attributes[key]!.type.emptyValue) else { return false }
+        }
+        if let group = wanted[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) { return false }
+        return true
     }
 
     // MARK: - Delete

@@ -77,20 +77,15 @@ public struct Keychain: Sendable {
     ///   a protected secret), `errSecParam` (synchronizable with a ThisDeviceOnly accessibility).
     public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
         let options = options ?? self.options
-        var attributes = identity(of: item, options)
+        let identity = identity(of: item, options)
+        let stored = Self.storedAttributes(options)
+        var attributes = identity
         attributes[Key.valueData] = .data(data)
-        for (key, value) in Self.storedAttributes(options) { attributes[key] = value }
-        do {
-            _ = try store.add(attributes)
-            return
-        } catch let error where KeychainError.duplicateItem ~= error {
-            // The item exists: update it in place (never delete-then-add).
-        } catch {
-            throw KeychainError(converting: error)
-        }
-        var changes = Self.storedAttributes(options)
+        for (key, value) in stored { attributes[key] = value }
+        var changes = stored
         changes[Key.valueData] = .data(data)
-        try run { try store.update(authenticated(identity(of: item, options)), with: changes) }
+        // One store call: add, or on errSecDuplicateItem update in place (never delete-then-add).
+        try run { try store.addOrUpdate(attributes, matching: authenticated(identity), with: changes) }
     }
 
     /// Saves `string` as the UTF-8 secret of `item` (add, or update when it exists).

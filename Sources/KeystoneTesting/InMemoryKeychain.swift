@@ -88,6 +88,14 @@ public final class InMemoryKeychain: KeychainStore, Sendable {
         try convert { try engine.delete(query) }
     }
 
+    /// Add-or-update with the engine's rules: the call log and injected failures see an add, then (when the
+    /// item exists) an update, as with separate calls.
+    ///
+    /// - Throws: ``KeychainError`` (see ``KeychainStore/addOrUpdate(_:matching:with:)``), or an injected failure.
+    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
+        try convert { let _: KeychainEngine.SaveOutcome = try engine.addOrUpdate(attributes, matching: query, with: changes) }
+    }
+
     private func convert<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch { throw KeychainError(converting: error) }
     }
