@@ -2,30 +2,222 @@ import Foundation
 
 /// A keychain storage in memory: the tables, their primary-key indexes, and a lock state.
 ///
-/// Every primary-key attribute has an index (value → rows), so a lookup by any primary-key value costs
-/// the same whatever the table's size. Writes are atomic through an undo log.
+/// Rows are kept compact (a small array of interned attribute ids and values, not a `String`-keyed
+/// dictionary) and indexed by hashes: the primary key without the access group (the usual query names every
+/// key attribute but the group), and each primary-key attribute but the group and `sync`. A lookup by the
+/// primary key, with or without the group, costs the same whatever the table's size. Index hits are always
+/// compared with the row's values, so a hash collision never returns a wrong row. Writes are atomic through
+/// an undo log.
 public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
     // @unchecked Sendable: all mutable state is reached only while `lock` is held.
 
-    private struct Table {
-        var rows: [Int64: StoredItem] = [:]
-        var primaryKeys: [[AttributeValue]: Int64] = [:]
-        /// The primary key without the access group → rows: the usual query (class, service, account) names
-        /// every key attribute but the group, and must not depend on the table's size either.
-        var groupFreeKeys: [[AttributeValue]: Set<Int64>] = [:]
-        /// attribute key → value → row ids.
-        var indexes: [String: [AttributeValue: Set<Int64>]] = [:]
+    /// One row: attribute ids and values sorted by id, the secret and the access control.
+    struct Row {
+        var values: ContiguousArray<(AttributeID, AttributeValue)>
+        var secret: Data?
+        var accessControl: AccessControl?
+
+        init(_ item: StoredItem) {
+            var values = ContiguousArray<(AttributeID, AttributeValue)>()
+            values.reserveCapacity(item.attributes.count)
+            for (key, value) in item.attributes { values.append((AttributeID.of(key), value)) }
+            values.sort { $0.0 < $1.0 }
+            self.values = values
+            secret = item.secret
+            accessControl = item.accessControl
+        }
+
+        /// The value of `id`, if the row has one.
+        func value(_ id: AttributeID) -> AttributeValue? {
+            for entry in values where entry.0 == id { return entry.1 }
+            return nil
+        }
+
+        /// Sets (or, with nil, removes) the value of `id`.
+        mutating func set(_ id: AttributeID, _ value: AttributeValue?) {
+            if let index = values.firstIndex(where: { $0.0 == id }) {
+                if let value { values[index].1 = value } else { values.remove(at: index) }
+            } else if let value {
+                let index = values.firstIndex { $0.0 > id } ?? values.endIndex
+                values.insert((id, value), at: index)
+            }
+        }
+
+        /// The accessibility (`pdmn`), `whenUnlocked` if unreadable, as ``StoredItem/accessibility``.
+        var accessibility: Accessibility {
+            value(.accessible)?.stringValue.flatMap(Accessibility.init(rawValue:)) ?? .whenUnlocked
+        }
+
+        func item(_ cls: ItemClass, _ rowID: Int64) -> StoredItem {
+            var attributes: [String: AttributeValue] = [:]
+            attributes.reserveCapacity(values.count)
+            for (id, value) in values { attributes[id.name] = value }
+            return StoredItem(itemClass: cls, rowID: rowID, attributes: attributes, secret: secret, accessControl: accessControl)
+        }
+    }
+
+    /// Row ids by hash: most hashes have one row, kept without a set.
+    struct HashIndex {
+        private var single: [Int: Int64] = [:]
+        private var multi: [Int: Set<Int64>] = [:]
+
+        mutating func insert(_ hash: Int, _ id: Int64) {
+            if let other = single.removeValue(forKey: hash) {
+                multi[hash] = [other, id]
+            } else if multi[hash] != nil {
+                multi[hash]!.insert(id)
+            } else {
+                single[hash] = id
+            }
+        }
+
+        mutating func remove(_ hash: Int, _ id: Int64) {
+            if single[hash] == id { single[hash] = nil; return }
+            guard multi[hash] != nil else { return }
+            multi[hash]!.remove(id)
+            if multi[hash]!.count == 1 { single[hash] = multi.removeValue(forKey: hash)!.first! }
+        }
+
+        /// How many rows have `hash`.
+        func count(_ hash: Int) -> Int { single[hash] != nil ? 1 : multi[hash]?.count ?? 0 }
+
+        /// The rows with `hash`, in row-id order.
+        func ids(_ hash: Int) -> [Int64] {
+            if let id = single[hash] { return [id] }
+            return multi[hash]?.sorted() ?? []
+        }
+    }
+
+    struct Table {
+        let schema: ClassSchema
+        /// The primary-key attributes but the access group, in schema order.
+        let groupFreeKey: [AttributeID]
+        /// The attributes with an index of their own: the primary key but the group and `sync`.
+        let indexed: [AttributeID]
+        /// Row `id` is at `id - 1`; deleted rows leave nil.
+        var rows: [Row?] = []
+        var liveCount = 0
+        var groupFree = HashIndex()
+        var indexes: [AttributeID: HashIndex] = [:]
         var nextRowID: Int64 = 1
+
+        init(_ cls: ItemClass) {
+            schema = ClassSchema.of(cls)
+            groupFreeKey = schema.primaryKey.filter { $0 != Key.accessGroup }.map(AttributeID.of)
+            indexed = schema.primaryKey.filter { $0 != Key.accessGroup && $0 != Key.synchronizable }.map(AttributeID.of)
+        }
+
+        func row(_ id: Int64) -> Row? {
+            guard id >= 1, id <= Int64(rows.count) else { return nil }
+            return rows[Int(id - 1)]
+        }
+
+        /// The value of `id` in `row`, or the schema's empty value (rows lacking a key attribute hold it).
+        func value(_ row: Row, _ id: AttributeID) -> AttributeValue? {
+            row.value(id) ?? schema.attributes[id.name]?.type.emptyValue
+        }
+
+        func groupFreeHash(_ value: (AttributeID) -> AttributeValue?) -> Int {
+            var hasher = Hasher()
+            for id in groupFreeKey { hasher.combine(value(id) ?? schema.attributes[id.name]!.type.emptyValue) }
+            return hasher.finalize()
+        }
+
+        func samePrimaryKey(_ a: Row, _ b: Row) -> Bool {
+            for key in schema.primaryKey {
+                let id = AttributeID.of(key)
+                if value(a, id) != value(b, id) { return false }
+            }
+            return true
+        }
+
+        /// The row holding `row`'s primary key, other than `except`.
+        func primaryKeyHolder(of row: Row, except: Int64? = nil) -> Int64? {
+            let hash = groupFreeHash { row.value($0) }
+            for id in groupFree.ids(hash) where id != except {
+                if let other = self.row(id), samePrimaryKey(other, row) { return id }
+            }
+            return nil
+        }
+
+        mutating func index(_ row: Row, _ id: Int64, add: Bool) {
+            let hash = groupFreeHash { row.value($0) }
+            if add { groupFree.insert(hash, id) } else { groupFree.remove(hash, id) }
+            for attribute in indexed {
+                let h = (value(row, attribute) ?? .string("")).hashValue
+                if add { indexes[attribute, default: HashIndex()].insert(h, id) } else { indexes[attribute]?.remove(h, id) }
+            }
+        }
+
+        /// Inserts `row` under `id` (a new id when nil); fails with errSecDuplicateItem on a taken primary key.
+        mutating func insert(_ row: Row, id: Int64? = nil) throws -> Int64 {
+            if primaryKeyHolder(of: row) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
+            let rowID = id ?? nextRowID
+            nextRowID = max(nextRowID, rowID + 1)
+            while rows.count < Int(rowID) { rows.append(nil) }
+            rows[Int(rowID - 1)] = row
+            liveCount += 1
+            index(row, rowID, add: true)
+            return rowID
+        }
+
+        mutating func remove(_ id: Int64) -> Row? {
+            guard let row = row(id) else { return nil }
+            index(row, id, add: false)
+            rows[Int(id - 1)] = nil
+            liveCount -= 1
+            return row
+        }
+
+        /// Replaces row `id` in place when its primary key is unchanged, else re-indexes it.
+        mutating func replace(_ id: Int64, with row: Row) throws -> Row {
+            guard let old = self.row(id) else { throw EngineError.itemNotFound }
+            if samePrimaryKey(old, row) {
+                rows[Int(id - 1)] = row
+                return old
+            }
+            if primaryKeyHolder(of: row, except: id) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
+            _ = remove(id)
+            _ = try insert(row, id: id)
+            return old
+        }
+
+        /// The ids of the rows whose values equal every constraint, in row-id order.
+        func matching(_ constraints: [AttributeID: AttributeValue]) -> [Int64] {
+            var ids: [Int64]?
+            if groupFreeKey.allSatisfy({ constraints[$0] != nil }) {
+                ids = groupFree.ids(groupFreeHash { constraints[$0] })
+            } else {
+                // The most selective attribute index among the constraints, else every row.
+                var best: (AttributeID, Int, Int)?
+                for attribute in indexed {
+                    guard let value = constraints[attribute] else { continue }
+                    let hash = value.hashValue
+                    let count = indexes[attribute]?.count(hash) ?? 0
+                    if best == nil || count < best!.2 { best = (attribute, hash, count) }
+                }
+                if let (attribute, hash, count) = best {
+                    if count == 0 { return [] }
+                    ids = indexes[attribute]?.ids(hash) ?? []
+                }
+            }
+            let candidates = ids ?? rows.indices.compactMap { rows[$0] == nil ? nil : Int64($0 + 1) }
+            if constraints.isEmpty { return candidates }
+            return candidates.filter { id in
+                guard let row = row(id) else { return false }
+                return constraints.allSatisfy { value(row, $0.key) == $0.value }
+            }
+        }
     }
 
     private let lock = NSRecursiveLock()
-    private var tables: [ItemClass: Table] = [:]
+    private var tables: [Table]
     private var state: LockState
 
     /// Creates an empty storage in `lockState`.
     public init(lockState: LockState = .unlocked) {
         self.state = lockState
-        for cls in ItemClass.allCases { tables[cls] = Table() }
+        tables = ItemClass.allCases.map(Table.init)
     }
 
     /// The lock state; set it to simulate locking and unlocking the device.
@@ -37,7 +229,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
     /// The number of rows in all tables.
     public var count: Int {
         lock.lock(); defer { lock.unlock() }
-        return tables.values.reduce(0) { $0 + $1.rows.count }
+        return tables.reduce(0) { $0 + $1.liveCount }
     }
 
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
@@ -56,116 +248,36 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         }
     }
 
-    // MARK: - Table operations (lock held)
-
-    fileprivate func candidates(_ cls: ItemClass, _ constraints: [String: AttributeValue]) -> [Candidate] {
-        guard let table = tables[cls] else { return [] }
-        let schema = ClassSchema.of(cls)
-        if constraints.count == schema.primaryKey.count {
-            let key = schema.primaryKeyValues(of: constraints)
-            guard let id = table.primaryKeys[key], let row = table.rows[id] else { return [] }
-            return [.item(row)]
-        }
-        var best: Set<Int64>?
-        if constraints.count == schema.primaryKey.count - 1, constraints[Key.accessGroup] == nil {
-            // Exact: the composite key equals the constraints, so no filtering is needed.
-            let ids = table.groupFreeKeys[Self.groupFreeKey(schema, constraints)] ?? []
-            return ids.sorted().compactMap { table.rows[$0].map { .item($0) } }
-        }
-        // Otherwise pick the most selective index among the constraints, then filter.
-        if best == nil {
-            for (attribute, value) in constraints {
-                let ids = table.indexes[attribute]?[value] ?? []
-                if best == nil || ids.count < best!.count { best = ids }
-                if best!.isEmpty { return [] }
-            }
-        }
-        let rows: [StoredItem]
-        if let ids = best {
-            rows = ids.sorted().compactMap { table.rows[$0] }
-        } else {
-            rows = table.rows.keys.sorted().compactMap { table.rows[$0] }
-        }
-        return rows.filter { row in
-            constraints.allSatisfy { key, value in
-                (row.attributes[key] ?? schema.attributes[key]?.type.emptyValue) == value
-            }
-        }.map { .item($0) }
+    /// Runs `body` on the table of `cls` and the lock state, under the lock: the engine's compiled fast path.
+    /// `body` must leave the table unchanged when it throws.
+    func withTable<T>(_ cls: ItemClass, _ body: (inout Table, LockState) throws -> T) rethrows -> T {
+        lock.lock(); defer { lock.unlock() }
+        return try body(&tables[Self.index(cls)], state)
     }
 
-    fileprivate func row(_ cls: ItemClass, _ id: Int64) -> StoredItem? { tables[cls]?.rows[id] }
-
-    fileprivate func insertRow(_ item: StoredItem, id: Int64? = nil) throws -> Int64 {
-        let cls = item.itemClass
-        let key = item.primaryKey
-        if tables[cls]!.primaryKeys[key] != nil {
-            throw EngineError.duplicateItem("an item with the same primary key exists")
-        }
-        var row = item
-        row.rowID = id ?? tables[cls]!.nextRowID
-        tables[cls]!.nextRowID = max(tables[cls]!.nextRowID, row.rowID + 1)
-        tables[cls]!.rows[row.rowID] = row
-        tables[cls]!.primaryKeys[key] = row.rowID
-        index(row, add: true)
-        return row.rowID
-    }
-
-    fileprivate func removeRow(_ cls: ItemClass, _ id: Int64) -> StoredItem? {
-        guard let row = tables[cls]!.rows.removeValue(forKey: id) else { return nil }
-        tables[cls]!.primaryKeys.removeValue(forKey: row.primaryKey)
-        index(row, add: false)
-        return row
-    }
-
-    private static func groupFreeKey(_ schema: ClassSchema, _ attributes: [String: AttributeValue]) -> [AttributeValue] {
-        schema.primaryKey.compactMap { key in
-            key == Key.accessGroup ? nil : (attributes[key] ?? schema.attributes[key]!.type.emptyValue)
+    static func index(_ cls: ItemClass) -> Int {
+        switch cls {
+        case .genericPassword: return 0
+        case .internetPassword: return 1
+        case .certificate: return 2
+        case .key: return 3
+        case .identity: return 4
         }
     }
 
-    /// Replaces a row in place when its primary key is unchanged (no index work); otherwise re-indexes it.
-    fileprivate func replaceRow(_ item: StoredItem) throws -> StoredItem {
-        guard let old = tables[item.itemClass]!.rows[item.rowID] else { throw EngineError.itemNotFound }
-        if old.primaryKey == item.primaryKey {
-            tables[item.itemClass]!.rows[item.rowID] = item
-            return old
-        }
-        _ = removeRow(item.itemClass, item.rowID)
-        do {
-            _ = try insertRow(item, id: item.rowID)
-        } catch {
-            _ = try? insertRow(old, id: old.rowID)
-            throw error
-        }
-        return old
-    }
+    // MARK: - Transactions (lock held)
 
-    private func index(_ row: StoredItem, add: Bool) {
-        let schema = ClassSchema.of(row.itemClass)
-        let groupFree = Self.groupFreeKey(schema, row.attributes)
-        if add {
-            tables[row.itemClass]!.groupFreeKeys[groupFree, default: []].insert(row.rowID)
-        } else {
-            tables[row.itemClass]!.groupFreeKeys[groupFree]?.remove(row.rowID)
-            if tables[row.itemClass]!.groupFreeKeys[groupFree]?.isEmpty == true { tables[row.itemClass]!.groupFreeKeys[groupFree] = nil }
-        }
-        for attribute in schema.primaryKey {
-            let value = row.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue
-            if add {
-                tables[row.itemClass]!.indexes[attribute, default: [:]][value, default: []].insert(row.rowID)
-            } else {
-                tables[row.itemClass]!.indexes[attribute]?[value]?.remove(row.rowID)
-                if tables[row.itemClass]!.indexes[attribute]?[value]?.isEmpty == true {
-                    tables[row.itemClass]!.indexes[attribute]?[value] = nil
-                }
-            }
-        }
+    fileprivate func constraintIDs(_ constraints: [String: AttributeValue]) -> [AttributeID: AttributeValue] {
+        var result: [AttributeID: AttributeValue] = [:]
+        result.reserveCapacity(constraints.count)
+        for (key, value) in constraints { result[AttributeID.of(key)] = value }
+        return result
     }
 
     private final class Transaction: StorageWriter {
         private enum Undo {
             case removeInserted(ItemClass, Int64)
-            case restore(StoredItem)
+            case restore(ItemClass, Int64, Row)
         }
 
         let storage: MemoryStorage
@@ -173,48 +285,106 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
 
         init(storage: MemoryStorage) { self.storage = storage }
 
+        private func table(_ cls: ItemClass) -> Table { storage.tables[MemoryStorage.index(cls)] }
+
         func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate] {
-            storage.candidates(itemClass, constraints)
+            var result: [Candidate] = []
+            try forEachCandidate(in: itemClass, matching: constraints) { result.append($0); return true }
+            return result
         }
 
         func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
                               _ body: (Candidate) throws -> Bool) throws {
-            // The same rows as `candidates`, handed out one by one: a limit-one search stops at the first.
-            for candidate in storage.candidates(itemClass, constraints) {
-                guard try body(candidate) else { return }
+            // Rows are made into items one at a time: a limit-one search stops at the first.
+            let table = table(itemClass)
+            for id in table.matching(storage.constraintIDs(constraints)) {
+                guard let row = table.row(id) else { continue }
+                guard try body(.item(row.item(itemClass, id))) else { return }
             }
         }
 
         func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? {
-            storage.row(itemClass, rowID).map { .item($0) }
+            table(itemClass).row(rowID).map { .item($0.item(itemClass, rowID)) }
         }
 
         func insert(_ item: StoredItem) throws -> Int64 {
-            let id = try storage.insertRow(item)
+            let id = try storage.tables[MemoryStorage.index(item.itemClass)].insert(Row(item))
             undo.append(.removeInserted(item.itemClass, id))
             return id
         }
 
         func replace(_ item: StoredItem) throws {
-            let old = try storage.replaceRow(item)
-            undo.append(.restore(old))
+            let old = try storage.tables[MemoryStorage.index(item.itemClass)].replace(item.rowID, with: Row(item))
+            undo.append(.restore(item.itemClass, item.rowID, old))
         }
 
         func delete(in itemClass: ItemClass, rowID: Int64) throws {
-            if let old = storage.removeRow(itemClass, rowID) { undo.append(.restore(old)) }
+            if let old = storage.tables[MemoryStorage.index(itemClass)].remove(rowID) { undo.append(.restore(itemClass, rowID, old)) }
+        }
+
+        func upsert(_ item: StoredItem, merge: (Candidate) throws -> StoredItem?) throws -> UpsertOutcome {
+            let index = MemoryStorage.index(item.itemClass)
+            let row = Row(item)
+            guard let id = storage.tables[index].primaryKeyHolder(of: row) else {
+                return .inserted(rowID: try insert(item))
+            }
+            let existing = storage.tables[index].row(id)!.item(item.itemClass, id)
+            guard var replacement = try merge(.item(existing)) else { return .kept(rowID: id) }
+            replacement.rowID = id
+            try replace(replacement)
+            return .replaced(rowID: id)
         }
 
         func rollBack() {
             for step in undo.reversed() {
                 switch step {
                 case .removeInserted(let cls, let id):
-                    _ = storage.removeRow(cls, id)
-                case .restore(let old):
-                    _ = storage.removeRow(old.itemClass, old.rowID)
-                    _ = try? storage.insertRow(old, id: old.rowID)
+                    _ = storage.tables[MemoryStorage.index(cls)].remove(id)
+                case .restore(let cls, let id, let old):
+                    _ = storage.tables[MemoryStorage.index(cls)].remove(id)
+                    _ = try? storage.tables[MemoryStorage.index(cls)].insert(old, id: id)
                 }
             }
             undo.removeAll()
         }
     }
+}
+
+/// An attribute key interned as a small number: the keys of every class schema first, others as they come.
+struct AttributeID: Hashable, Comparable, Sendable {
+    let raw: UInt16
+
+    static func < (a: AttributeID, b: AttributeID) -> Bool { a.raw < b.raw }
+
+    private static let registry = Locked<(ids: [String: UInt16], names: [String])>({
+        var names: [String] = []
+        for cls in ItemClass.allCases { names.append(contentsOf: ClassSchema.of(cls).attributes.keys) }
+        names = Array(Set(names)).sorted()
+        names.append(KeychainEngine.enrollmentAttribute)
+        var ids: [String: UInt16] = [:]
+        for (i, name) in names.enumerated() { ids[name] = UInt16(i) }
+        return (ids, names)
+    }())
+    private static let known: [String: UInt16] = registry.current.ids
+    private static let knownNames: [String] = registry.current.names
+
+    /// The id of `key`, interning it when new.
+    static func of(_ key: String) -> AttributeID {
+        if let raw = known[key] { return AttributeID(raw: raw) }
+        return registry.withLock { r in
+            if let raw = r.ids[key] { return AttributeID(raw: raw) }
+            let raw = UInt16(r.names.count)
+            r.names.append(key)
+            r.ids[key] = raw
+            return AttributeID(raw: raw)
+        }
+    }
+
+    /// The key.
+    var name: String {
+        if Int(raw) < Self.knownNames.count { return Self.knownNames[Int(raw)] }
+        return Self.registry.withLock { $0.names[Int(raw)] }
+    }
+
+    static let accessible = AttributeID.of(Key.accessible)
 }
