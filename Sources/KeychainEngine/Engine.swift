@@ -87,7 +87,7 @@ public final class KeychainEngine: Sendable {
     public let storage: any KeychainStorage
     private let settings: Locked<EngineConfiguration>
     private let authenticatorBox: Locked<any Authenticator>
-    private let hooks = Locked<[any EngineHook]>([])
+    let hooks = Locked<[any EngineHook]>([])
     private let biometryEnrollment = Locked<Int64>(1)
 
     /// Creates an engine over `storage`.
@@ -269,7 +269,7 @@ public final class KeychainEngine: Sendable {
         return (q, StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl))
     }
 
-    private func resolveAccessGroup(_ requested: String?, _ config: EngineConfiguration) throws -> String {
+    func resolveAccessGroup(_ requested: String?, _ config: EngineConfiguration) throws -> String {
         switch config.accessGroups {
         case .unrestricted(let defaultGroup):
             return requested ?? defaultGroup

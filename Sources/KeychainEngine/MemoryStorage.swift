@@ -17,6 +17,12 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         var secret: Data?
         var accessControl: AccessControl?
 
+        init(values: ContiguousArray<(AttributeID, AttributeValue)>, secret: Data?, accessControl: AccessControl?) {
+            self.values = values
+            self.secret = secret
+            self.accessControl = accessControl
+        }
+
         init(_ item: StoredItem) {
             var values = ContiguousArray<(AttributeID, AttributeValue)>()
             values.reserveCapacity(item.attributes.count)

@@ -77,6 +77,15 @@ public struct Keychain: Sendable {
     ///   a protected secret), `errSecParam` (synchronizable with a ThisDeviceOnly accessibility).
     public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
         let options = options ?? self.options
+        if options.accessControl == nil, let engine = store as? KeychainEngine, let key = item.compiledKey {
+            // The engine's compiled path: the same rules as add-or-update, without building dictionaries.
+            let outcome = try run {
+                try engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                                        synchronizable: options.synchronizable, accessibility: options.accessibility,
+                                        label: options.label, comment: options.comment)
+            }
+            if case .done = outcome { return }
+        }
         let identity = identity(of: item, options)
         let stored = Self.storedAttributes(options)
         var attributes = identity
@@ -120,6 +129,19 @@ public struct Keychain: Sendable {
     ///   intact), `errSecUserCanceled`, `errSecAuthFailed`, `errSecMissingEntitlement`.
     /// - Important: Never delete the item because this throws: only nil means "absent".
     public func data(for item: some KeychainItem) throws -> Data? {
+        if let engine = store as? KeychainEngine, let key = item.compiledKey {
+            // The engine's compiled path: the same rules as copyMatching, without building dictionaries.
+            do {
+                if case .done(let data) = try engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                                                                      synchronizable: options.synchronizable) {
+                    return data
+                }
+            } catch let error where KeychainError.itemNotFound ~= error {
+                return nil
+            } catch {
+                throw KeychainError(converting: error)
+            }
+        }
         var query = identity(of: item, options)
         query[Key.returnData] = .bool(true)
         query[Key.matchLimit] = .string(Key.matchLimitOne)
