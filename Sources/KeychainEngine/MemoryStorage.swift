@@ -11,63 +11,111 @@ import Foundation
 public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
     // @unchecked Sendable: all mutable state is reached only while `lock` is held.
 
-    /// One row: attribute ids and values sorted by id, the secret and the access control.
+    /// One row. The attributes nearly every row has (group, accessibility, `sync`, creation and modification
+    /// dates) are fields when they have their usual type; every other attribute is in `values`, an array of
+    /// attribute ids and values sorted by id. A row reads back exactly as written either way.
     struct Row {
         var values: ContiguousArray<(AttributeID, AttributeValue)>
+        var group: String?
         var secret: Data?
         var accessControl: AccessControl?
+        /// Seconds since the reference date; NaN when absent (or in `values`).
+        var created = Double.nan
+        var modified = Double.nan
+        var accessible: Accessibility?
+        var sync: Bool?
 
         init(values: ContiguousArray<(AttributeID, AttributeValue)>, secret: Data?, accessControl: AccessControl?) {
-            self.values = values
+            self.values = []
             self.secret = secret
             self.accessControl = accessControl
+            for (id, value) in values where !lift(id, value) { self.values.append((id, value)) }
         }
 
         init(_ item: StoredItem) {
-            var values = ContiguousArray<(AttributeID, AttributeValue)>()
-            values.reserveCapacity(item.attributes.count)
-            for (key, value) in item.attributes { values.append((AttributeID.of(key), value)) }
-            values.sort { $0.0 < $1.0 }
-            self.values = values
+            values = []
             secret = item.secret
             accessControl = item.accessControl
+            for (key, value) in item.attributes {
+                let id = AttributeID.of(key)
+                if !lift(id, value) { values.append((id, value)) }
+            }
+            values.sort { $0.0 < $1.0 }
+        }
+
+        /// Stores `value` in its field when `id` has one and the value its usual type.
+        private mutating func lift(_ id: AttributeID, _ value: AttributeValue) -> Bool {
+            switch (id, value) {
+            case (.accessGroup, .string(let s)): group = s
+            case (.accessible, .string(let s)):
+                guard let a = Accessibility(rawValue: s) else { return false }
+                accessible = a
+            case (.synchronizable, .bool(let b)): sync = b
+            case (.creationDate, .date(let d)): created = d.timeIntervalSinceReferenceDate
+            case (.modificationDate, .date(let d)): modified = d.timeIntervalSinceReferenceDate
+            default: return false
+            }
+            return true
         }
 
         /// The value of `id`, if the row has one.
         func value(_ id: AttributeID) -> AttributeValue? {
+            switch id {
+            case .accessGroup: if let group { return .string(group) }
+            case .accessible: if let accessible { return .string(accessible.rawValue) }
+            case .synchronizable: if let sync { return .bool(sync) }
+            case .creationDate: if !created.isNaN { return .date(Date(timeIntervalSinceReferenceDate: created)) }
+            case .modificationDate: if !modified.isNaN { return .date(Date(timeIntervalSinceReferenceDate: modified)) }
+            default: break
+            }
             for entry in values where entry.0 == id { return entry.1 }
             return nil
         }
 
         /// Sets (or, with nil, removes) the value of `id`.
         mutating func set(_ id: AttributeID, _ value: AttributeValue?) {
-            if let index = values.firstIndex(where: { $0.0 == id }) {
+            switch id {
+            case .accessGroup: group = nil
+            case .accessible: accessible = nil
+            case .synchronizable: sync = nil
+            case .creationDate: created = .nan
+            case .modificationDate: modified = .nan
+            default: break
+            }
+            let index = values.firstIndex { $0.0 == id }
+            if let value, lift(id, value) {
+                if let index { values.remove(at: index) }
+            } else if let index {
                 if let value { values[index].1 = value } else { values.remove(at: index) }
             } else if let value {
-                let index = values.firstIndex { $0.0 > id } ?? values.endIndex
-                values.insert((id, value), at: index)
+                values.insert((id, value), at: values.firstIndex { $0.0 > id } ?? values.endIndex)
             }
         }
 
         /// The accessibility (`pdmn`), `whenUnlocked` if unreadable, as ``StoredItem/accessibility``.
-        var accessibility: Accessibility {
-            value(.accessible)?.stringValue.flatMap(Accessibility.init(rawValue:)) ?? .whenUnlocked
-        }
+        var accessibility: Accessibility { accessible ?? .whenUnlocked }
 
         func item(_ cls: ItemClass, _ rowID: Int64) -> StoredItem {
             var attributes: [String: AttributeValue] = [:]
-            attributes.reserveCapacity(values.count)
+            attributes.reserveCapacity(values.count + 5)
             for (id, value) in values { attributes[id.name] = value }
+            if let group { attributes[Key.accessGroup] = .string(group) }
+            if let accessible { attributes[Key.accessible] = .string(accessible.rawValue) }
+            if let sync { attributes[Key.synchronizable] = .bool(sync) }
+            if !created.isNaN { attributes[Key.creationDate] = .date(Date(timeIntervalSinceReferenceDate: created)) }
+            if !modified.isNaN { attributes[Key.modificationDate] = .date(Date(timeIntervalSinceReferenceDate: modified)) }
             return StoredItem(itemClass: cls, rowID: rowID, attributes: attributes, secret: secret, accessControl: accessControl)
         }
     }
 
-    /// Row ids by hash: most hashes have one row, kept without a set.
+    /// Row ids by hash: most hashes have one row, kept without a set. Ids are stored in 32 bits (a memory
+    /// storage holds far fewer rows).
     struct HashIndex {
-        private var single: [Int: Int64] = [:]
-        private var multi: [Int: Set<Int64>] = [:]
+        private var single: [Int: UInt32] = [:]
+        private var multi: [Int: Set<UInt32>] = [:]
 
-        mutating func insert(_ hash: Int, _ id: Int64) {
+        mutating func insert(_ hash: Int, _ rowID: Int64) {
+            let id = UInt32(rowID)
             if let other = single.removeValue(forKey: hash) {
                 multi[hash] = [other, id]
             } else if multi[hash] != nil {
@@ -77,7 +125,8 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             }
         }
 
-        mutating func remove(_ hash: Int, _ id: Int64) {
+        mutating func remove(_ hash: Int, _ rowID: Int64) {
+            let id = UInt32(rowID)
             if single[hash] == id { single[hash] = nil; return }
             guard multi[hash] != nil else { return }
             multi[hash]!.remove(id)
@@ -89,8 +138,8 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
 
         /// The rows with `hash`, in row-id order.
         func ids(_ hash: Int) -> [Int64] {
-            if let id = single[hash] { return [id] }
-            return multi[hash]?.sorted() ?? []
+            if let id = single[hash] { return [Int64(id)] }
+            return multi[hash]?.sorted().map(Int64.init) ?? []
         }
     }
 
@@ -159,6 +208,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         mutating func insert(_ row: Row, id: Int64? = nil) throws -> Int64 {
             if primaryKeyHolder(of: row) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
             let rowID = id ?? nextRowID
+            guard rowID <= Int64(UInt32.max) else { throw EngineError(Status.allocate, "the memory storage is full") }
             nextRowID = max(nextRowID, rowID + 1)
             while rows.count < Int(rowID) { rows.append(nil) }
             rows[Int(rowID - 1)] = row
@@ -393,4 +443,8 @@ struct AttributeID: Hashable, Comparable, Sendable {
     }
 
     static let accessible = AttributeID.of(Key.accessible)
+    static let accessGroup = AttributeID.of(Key.accessGroup)
+    static let synchronizable = AttributeID.of(Key.synchronizable)
+    static let creationDate = AttributeID.of(Key.creationDate)
+    static let modificationDate = AttributeID.of(Key.modificationDate)
 }
