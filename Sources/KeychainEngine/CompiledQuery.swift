@@ -77,14 +77,22 @@ extension KeychainEngine {
         return true
     }
 
+    /// Visits the rows matching `key` + `sync` (+ `group`), in row-id order, until `body` returns false.
+    private static func forEachMatchingRow(_ table: MemoryStorage.Table, _ key: CompiledItemKey, group: String?, sync: Bool,
+                                           accessGroups: EngineConfiguration.AccessGroups, _ body: (Int64) throws -> Bool) rethrows {
+        let hash = table.groupFreeHash { $0 == syncID ? .bool(sync) : key.value($0) }
+        try table.groupFree.forEachID(hash) { id in
+            guard let row = table.row(id), Self.row(row, in: table, matches: key, group: group, sync: sync, accessGroups: accessGroups) else { return true }
+            return try body(id)
+        }
+    }
+
     /// The rows matching `key` + `sync` (+ `group`), in row-id order.
     private static func matchingRows(_ table: MemoryStorage.Table, _ key: CompiledItemKey, group: String?, sync: Bool,
                                      accessGroups: EngineConfiguration.AccessGroups) -> [Int64] {
-        let hash = table.groupFreeHash { $0 == syncID ? .bool(sync) : key.value($0) }
-        return table.groupFree.ids(hash).filter { id in
-            guard let row = table.row(id) else { return false }
-            return Self.row(row, in: table, matches: key, group: group, sync: sync, accessGroups: accessGroups)
-        }
+        var ids: [Int64] = []
+        forEachMatchingRow(table, key, group: group, sync: sync, accessGroups: accessGroups) { ids.append($0); return true }
+        return ids
     }
 
     private func compiledPathAvailable(_ key: CompiledItemKey) -> MemoryStorage? {
@@ -111,8 +119,9 @@ extension KeychainEngine {
         let config = configuration
         try Self.checkEntitlement(group, config)
         return try memory.withTable(key.itemClass) { table, lockState in
-            guard let id = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups).first,
-                  let row = table.row(id) else { throw EngineError.itemNotFound }
+            var first: Int64?
+            Self.forEachMatchingRow(table, key, group: group, sync: sync, accessGroups: config.accessGroups) { first = $0; return false }
+            guard let id = first, let row = table.row(id) else { throw EngineError.itemNotFound }
             guard row.accessibility.isAvailable(in: lockState) else {
                 throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
             }
@@ -148,8 +157,10 @@ extension KeychainEngine {
             guard accessibility.isAvailable(in: lockState) else {
                 throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
             }
-            let existing = Self.matchingRows(table, key, group: resolvedGroup, sync: sync, accessGroups: .unrestricted(defaultGroup: resolvedGroup))
-            if existing.isEmpty {
+            // The update's targets, should the item exist: the rows matching the identity query, which names
+            // the group only when the caller did. The item exists when one of them is in the add's group.
+            let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
+            if !targets.contains(where: { table.row($0)?.group == resolvedGroup }) {
                 var values = ContiguousArray<(AttributeID, AttributeValue)>(key.values)
                 values.append((Self.groupID, .string(resolvedGroup)))
                 values.append((Self.syncID, .bool(sync)))
@@ -162,9 +173,6 @@ extension KeychainEngine {
                 _ = try table.insert(MemoryStorage.Row(values: values, secret: secret, accessControl: nil))
                 return .done(.added)
             }
-            // The item exists: the update's targets are the rows matching the identity query, which names
-            // the group only when the caller did.
-            let targets = group == nil ? Self.matchingRows(table, key, group: nil, sync: sync, accessGroups: config.accessGroups) : existing
             for id in targets {
                 let row = table.row(id)!
                 guard row.accessibility.isAvailable(in: lockState) else {

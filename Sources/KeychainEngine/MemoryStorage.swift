@@ -136,6 +136,13 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         /// How many rows have `hash`.
         func count(_ hash: Int) -> Int { single[hash] != nil ? 1 : multi[hash]?.count ?? 0 }
 
+        /// Visits the rows with `hash` in row-id order until `body` returns false; allocates nothing for one row.
+        func forEachID(_ hash: Int, _ body: (Int64) throws -> Bool) rethrows {
+            if let id = single[hash] { _ = try body(Int64(id)); return }
+            guard let ids = multi[hash] else { return }
+            for id in ids.sorted() { guard try body(Int64(id)) else { return } }
+        }
+
         /// The rows with `hash`, in row-id order.
         func ids(_ hash: Int) -> [Int64] {
             if let id = single[hash] { return [Int64(id)] }
