@@ -95,9 +95,20 @@ extension KeychainEngine {
         return ids
     }
 
-    private func compiledPathAvailable(_ key: CompiledItemKey) -> MemoryStorage? {
-        guard hooks.current.isEmpty, let memory = storage as? MemoryStorage else { return nil }
-        return memory
+    /// Calls the hooks around one logical operation as ``copyMatching(_:)`` and the others do: `willPerform`
+    /// (which may fail it, untouched), then `didPerform` with its status.
+    private func observed<T>(_ hooks: [any EngineHook], _ operation: KeychainOperation, _ query: KeychainQuery,
+                             _ update: KeychainQuery?, _ body: () throws -> T) throws -> T {
+        do {
+            for hook in hooks { try hook.willPerform(operation, query: query, attributesToUpdate: update) }
+            let result = try body()
+            for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: Status.success) }
+            return result
+        } catch {
+            let engineError = Self.engineError(error)
+            for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: engineError.status) }
+            throw engineError
+        }
     }
 
     private static func checkEntitlement(_ group: String?, _ config: EngineConfiguration) throws {
@@ -111,11 +122,32 @@ extension KeychainEngine {
     /// The secret of the first item matching `key`: `copyMatching` of class + key (+ group) + sync with
     /// `kSecReturnData` and match limit One, without its dictionaries.
     ///
-    /// - Returns: `.done(secret)`, or `.unsupported` (hooks installed, a storage other than ``MemoryStorage``,
-    ///   or an item whose secret needs an authentication): then run ``copyMatching(_:)``.
-    /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`.
-    public func compiledSecret(for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool) throws -> CompiledOutcome<Data> {
-        guard let memory = compiledPathAvailable(key) else { return .unsupported }
+    /// - Parameter observedQuery: the `copyMatching` query this read stands for, built only when hooks are
+    ///   installed: they see it as that operation (and may fail it). Without it, hooks make the read unsupported.
+    /// - Returns: `.done(secret)`, or `.unsupported` (a storage other than ``MemoryStorage``, or hooks and no
+    ///   `observedQuery`): then run ``copyMatching(_:)``.
+    /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`,
+    ///   and, for an item whose secret needs an authentication (read through ``copyMatching(_:)``'s rules),
+    ///   `errSecUserCanceled`, `errSecAuthFailed`.
+    public func compiledSecret(for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
+                               observedQuery: (() -> KeychainQuery)? = nil) throws -> CompiledOutcome<Data> {
+        guard let memory = storage as? MemoryStorage else { return .unsupported }
+        let hooks = self.hooks.current
+        if hooks.isEmpty { return try secretStep(memory, key, group, sync) }
+        guard let observedQuery else { return .unsupported }
+        let query = observedQuery()
+        return .done(try observed(hooks, .copy, query, nil) {
+            if case .done(let data) = try secretStep(memory, key, group, sync) { return data }
+            // Needs an authentication: copyMatching's own rules, already observed as this copy.
+            var report = OperationReport()
+            guard case .data(let data)? = try performCopy(query, &report) else {
+                throw EngineError(Status.internalError, "kSecReturnData did not return data")
+            }
+            return data
+        })
+    }
+
+    private func secretStep(_ memory: MemoryStorage, _ key: CompiledItemKey, _ group: String?, _ sync: Bool) throws -> CompiledOutcome<Data> {
         let config = configuration
         try Self.checkEntitlement(group, config)
         return try memory.withTable(key.itemClass) { table, lockState in
@@ -130,55 +162,115 @@ extension KeychainEngine {
         }
     }
 
+    /// What one step of a compiled save did.
+    private enum SaveStep { case added, exists, updated, needsAuthentication }
+
     /// Adds the item `key` (+ group, sync) with `secret`, or when one with its primary key exists updates
     /// the items matching `key` (+ group) + sync: ``addOrUpdate(_:matching:with:)`` for a typed save whose
     /// attributes are the key, `v_Data`, `kSecAttrAccessible` and optionally a label and a comment, and
-    /// whose changes are the same minus the key. Without its dictionaries, in one step under the storage lock.
+    /// whose changes are the same minus the key. Without its dictionaries; without hooks, in one step under
+    /// the storage lock.
     ///
-    /// - Returns: `.done(outcome)`, or `.unsupported` (hooks installed, a storage other than
-    ///   ``MemoryStorage``, or a target needing an authentication): nothing was changed; run
+    /// - Parameter observedAs: the add, the update query and the changes this save stands for, built only
+    ///   when hooks are installed: they see an add and, when the item exists, an update, as with separate
+    ///   calls (and may fail either). Without it, hooks make the save unsupported.
+    /// - Returns: `.done(outcome)`, or `.unsupported` (a storage other than ``MemoryStorage``, hooks and no
+    ///   `observedAs`, or, without hooks, a target needing an authentication): nothing was changed; run
     ///   ``addOrUpdate(_:matching:with:)``.
     /// - Throws: ``EngineError`` with `errSecParam` (synchronizable with a ThisDeviceOnly accessibility),
-    ///   `errSecAuthFailed` (no passcode for `akpu`), `errSecMissingEntitlement`, `errSecInteractionNotAllowed`.
+    ///   `errSecAuthFailed` (no passcode for `akpu`), `errSecMissingEntitlement`, `errSecInteractionNotAllowed`,
+    ///   `errSecItemNotFound` (the item went away between the add and the update), and with hooks, the codes
+    ///   of ``update(_:with:)`` for targets needing an authentication.
     public func compiledSave(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
-                             accessibility: Accessibility, label: String?, comment: String?) throws -> CompiledOutcome<SaveOutcome> {
-        guard let memory = compiledPathAvailable(key) else { return .unsupported }
-        let config = configuration
-        // The add's checks, in the add's order (prepareAdd).
-        if sync && accessibility.isThisDeviceOnly {
-            throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
+                             accessibility: Accessibility, label: String?, comment: String?,
+                             observedAs: (() -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery))? = nil) throws -> CompiledOutcome<SaveOutcome> {
+        guard let memory = storage as? MemoryStorage else { return .unsupported }
+        let hooks = self.hooks.current
+        let step = { (mode: SaveStep) throws -> SaveStep in
+            try self.saveStep(memory, secret, key, group, sync, accessibility, label, comment, mode: mode)
         }
-        if accessibility == .whenPasscodeSetThisDeviceOnly && !config.passcodeSet {
-            throw EngineError(Status.authFailed, "whenPasscodeSetThisDeviceOnly needs a device passcode")
-        }
-        let resolvedGroup = try resolveAccessGroup(group, config)
-        let now = config.now()
-        return try memory.withTable(key.itemClass) { table, lockState in
-            guard accessibility.isAvailable(in: lockState) else {
-                throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
+        if hooks.isEmpty {
+            switch try step(.updated) {
+            case .added: return .done(.added)
+            case .updated: return .done(.updated)
+            case .exists, .needsAuthentication: return .unsupported
             }
+        }
+        guard let observedAs else { return .unsupported }
+        let (add, query, changes) = observedAs()
+        do {
+            _ = try observed(hooks, .add, add, nil) {
+                if try step(.added) == .exists { throw EngineError.duplicateItem("an item with the same primary key exists") }
+            }
+            return .done(.added)
+        } catch let error as EngineError where error.status == Status.duplicateItem {
+            // The item exists: the update, observed as one.
+        }
+        try observed(hooks, .update, query, changes) {
+            if try step(.exists) == .needsAuthentication {
+                var report = OperationReport()
+                try performUpdate(query, changes, &report)
+            }
+        }
+        return .done(.updated)
+    }
+
+    /// One step of a compiled save under the storage lock. `mode` `.added`: add only (`.exists` when the
+    /// primary key is taken); `.exists`: update only; `.updated`: add, or update when the key is taken.
+    private func saveStep(_ memory: MemoryStorage, _ secret: Data, _ key: CompiledItemKey, _ group: String?, _ sync: Bool,
+                          _ accessibility: Accessibility, _ label: String?, _ comment: String?, mode: SaveStep) throws -> SaveStep {
+        let config = configuration
+        let now = config.now()
+        var resolvedGroup = ""
+        if mode != .exists {
+            // The add's checks, in the add's order (prepareAdd).
+            if sync && accessibility.isThisDeviceOnly {
+                throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
+            }
+            if accessibility == .whenPasscodeSetThisDeviceOnly && !config.passcodeSet {
+                throw EngineError(Status.authFailed, "whenPasscodeSetThisDeviceOnly needs a device passcode")
+            }
+            resolvedGroup = try resolveAccessGroup(group, config)
+        } else {
+            try Self.checkEntitlement(group, config)
+        }
+        return try memory.withTable(key.itemClass) { table, lockState in
             // The update's targets, should the item exist: the rows matching the identity query, which names
             // the group only when the caller did. The item exists when one of them is in the add's group.
             let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
-            if !targets.contains(where: { table.row($0)?.group == resolvedGroup }) {
-                var values = ContiguousArray<(AttributeID, AttributeValue)>(key.values)
-                values.append((Self.groupID, .string(resolvedGroup)))
-                values.append((Self.syncID, .bool(sync)))
-                values.append((Self.accessibleID, .string(accessibility.rawValue)))
-                values.append((Self.creationID, .date(now)))
-                values.append((Self.modificationID, .date(now)))
-                if let label { values.append((Self.labelID, .string(label))) }
-                if let comment { values.append((Self.commentID, .string(comment))) }
-                values.sort { $0.0 < $1.0 }
-                _ = try table.insert(MemoryStorage.Row(values: values, secret: secret, accessControl: nil))
-                return .done(.added)
+            if mode != .exists {
+                guard accessibility.isAvailable(in: lockState) else {
+                    throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
+                }
+                if !targets.contains(where: { table.row($0)?.group == resolvedGroup }) {
+                    var values = ContiguousArray<(AttributeID, AttributeValue)>(key.values)
+                    values.append((Self.groupID, .string(resolvedGroup)))
+                    values.append((Self.syncID, .bool(sync)))
+                    values.append((Self.accessibleID, .string(accessibility.rawValue)))
+                    values.append((Self.creationID, .date(now)))
+                    values.append((Self.modificationID, .date(now)))
+                    if let label { values.append((Self.labelID, .string(label))) }
+                    if let comment { values.append((Self.commentID, .string(comment))) }
+                    values.sort { $0.0 < $1.0 }
+                    _ = try table.insert(MemoryStorage.Row(values: values, secret: secret, accessControl: nil))
+                    return .added
+                }
+                if mode == .added { return .exists }
             }
+            guard !targets.isEmpty else { throw EngineError.itemNotFound }
             for id in targets {
                 let row = table.row(id)!
                 guard row.accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                 }
-                if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return .unsupported }
+                if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return .needsAuthentication }
+            }
+            // The update's own checks on the changed items (updated(_:with:now:)).
+            if sync && accessibility.isThisDeviceOnly {
+                throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
+            }
+            guard accessibility.isAvailable(in: lockState) else {
+                throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
             }
             for id in targets {
                 let index = Int(id - 1)
@@ -189,7 +281,7 @@ extension KeychainEngine {
                 table.rows[index]!.secret = secret
                 table.rows[index]!.set(Self.modificationID, .date(now))
             }
-            return .done(.updated)
+            return .updated
         }
     }
 }

@@ -175,6 +175,7 @@ public final class KeychainEngine: Sendable {
 
     /// What an operation tells its hooks besides its status.
     struct OperationReport {
+        init() {}
         /// Damaged rows the operation left out (see ``EngineHook/didSkipDamagedItems(_:count:)``).
         var damagedSkipped = 0
     }
@@ -434,7 +435,7 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Copy
 
-    private func performCopy(_ query: KeychainQuery, _ report: inout OperationReport) throws -> ItemResult? {
+    func performCopy(_ query: KeychainQuery, _ report: inout OperationReport) throws -> ItemResult? {
         let config = configuration
         let q = try ParsedQuery(query, for: .copy)
         let limit: Int? = { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }()
@@ -521,7 +522,7 @@ public final class KeychainEngine: Sendable {
         return UpdatePlan(query: q, changes: c, limit: updateLimit)
     }
 
-    private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
+    func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
         let config = configuration
         let plan = try prepareUpdate(query, changes, config)
         // Apply inside one write transaction. Authentication must not happen while the transaction is open:

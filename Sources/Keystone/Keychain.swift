@@ -77,15 +77,25 @@ public struct Keychain: Sendable {
     ///   a protected secret), `errSecParam` (synchronizable with a ThisDeviceOnly accessibility).
     public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
         let options = options ?? self.options
-        if options.accessControl == nil, let engine = store as? KeychainEngine, let key = item.compiledKey {
-            // The engine's compiled path: the same rules as add-or-update, without building dictionaries.
+        if options.accessControl == nil, let backed = store as? any EngineBackedStore, let key = item.compiledKey {
+            // The engine's compiled path: the same rules as add-or-update, without building dictionaries
+            // (unless hooks observe it: then they get the queries the SecItem path would pass).
             let outcome = try run {
-                try engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
-                                        synchronizable: options.synchronizable, accessibility: options.accessibility,
-                                        label: options.label, comment: options.comment)
+                try backed.engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                                               synchronizable: options.synchronizable, accessibility: options.accessibility,
+                                               label: options.label, comment: options.comment) {
+                    self.saveQueries(data, for: item, options)
+                }
             }
             if case .done = outcome { return }
         }
+        let (attributes, query, changes) = saveQueries(data, for: item, options)
+        // One store call: add, or on errSecDuplicateItem update in place (never delete-then-add).
+        try run { try store.addOrUpdate(attributes, matching: query, with: changes) }
+    }
+
+    /// A save's add attributes, update query and changes.
+    func saveQueries(_ data: Data, for item: some KeychainItem, _ options: ItemOptions) -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery) {
         let identity = identity(of: item, options)
         let stored = Self.storedAttributes(options)
         var attributes = identity
@@ -93,8 +103,7 @@ public struct Keychain: Sendable {
         for (key, value) in stored { attributes[key] = value }
         var changes = stored
         changes[Key.valueData] = .data(data)
-        // One store call: add, or on errSecDuplicateItem update in place (never delete-then-add).
-        try run { try store.addOrUpdate(attributes, matching: authenticated(identity), with: changes) }
+        return (attributes, authenticated(identity), changes)
     }
 
     /// Saves `string` as the UTF-8 secret of `item` (add, or update when it exists).
@@ -129,11 +138,12 @@ public struct Keychain: Sendable {
     ///   intact), `errSecUserCanceled`, `errSecAuthFailed`, `errSecMissingEntitlement`.
     /// - Important: Never delete the item because this throws: only nil means "absent".
     public func data(for item: some KeychainItem) throws -> Data? {
-        if let engine = store as? KeychainEngine, let key = item.compiledKey {
-            // The engine's compiled path: the same rules as copyMatching, without building dictionaries.
+        if let backed = store as? any EngineBackedStore, let key = item.compiledKey {
+            // The engine's compiled path: the same rules as copyMatching, without building dictionaries
+            // (unless hooks observe it: then they get the query the SecItem path would pass).
             do {
-                if case .done(let data) = try engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
-                                                                      synchronizable: options.synchronizable) {
+                if case .done(let data) = try backed.engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                                                                             synchronizable: options.synchronizable, observedQuery: { self.readQuery(item) }) {
                     return data
                 }
             } catch let error where KeychainError.itemNotFound ~= error {
@@ -142,12 +152,9 @@ public struct Keychain: Sendable {
                 throw KeychainError(converting: error)
             }
         }
-        var query = identity(of: item, options)
-        query[Key.returnData] = .bool(true)
-        query[Key.matchLimit] = .string(Key.matchLimitOne)
         let result: ItemResult?
         do {
-            result = try store.copyMatching(authenticated(query))
+            result = try store.copyMatching(readQuery(item))
         } catch let error where KeychainError.itemNotFound ~= error {
             return nil
         } catch {
@@ -189,6 +196,14 @@ public struct Keychain: Sendable {
         } catch {
             throw KeychainError(code: .decodingFailed, reason: "could not decode \(Value.self)")
         }
+    }
+
+    /// The query reading `item`'s secret: identity, `kSecReturnData`, limit One, authentication keys.
+    func readQuery(_ item: some KeychainItem) -> KeychainQuery {
+        var query = identity(of: item, options)
+        query[Key.returnData] = .bool(true)
+        query[Key.matchLimit] = .string(Key.matchLimitOne)
+        return authenticated(query)
     }
 
     /// Whether `item` exists. Reads attributes only: never prompts, never reads the secret.

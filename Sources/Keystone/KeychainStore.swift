@@ -79,6 +79,23 @@ extension KeychainStore {
 /// The engine is a store as it is: its `add`, `copyMatching`, `update(_:with:)` and `delete` are the
 /// four operations. They throw `EngineError`, which ``Keychain`` converts to ``KeychainError``
 /// (same status and reason), and which `catch KeychainError.itemNotFound` patterns also match.
+/// A store that is a `KeychainEngine` underneath, whose compiled typed path ``Keychain`` may use:
+/// `KeychainEngine` itself and `InMemoryKeychain`.
+///
+/// ``Keychain`` then saves and reads through `KeychainEngine.compiledSave` and `compiledSecret`: the same
+/// SecItem rules without building dictionaries. Hooks on the engine (an `InMemoryKeychain`'s call log and
+/// injected failures) still see each save as an add and, when the item exists, an update, and each read as
+/// a copy, with the queries the SecItem path would have passed.
+public protocol EngineBackedStore: KeychainStore {
+    /// The engine whose operations the store's are.
+    var engine: KeychainEngine { get }
+}
+
+extension KeychainEngine: EngineBackedStore {
+    /// The engine itself.
+    public var engine: KeychainEngine { self }
+}
+
 extension KeychainEngine: KeychainStore {
     /// The engine's one-transaction add-or-update (`KeychainEngine.addOrUpdate(_:matching:with:)`).
     ///

@@ -19,7 +19,7 @@ import KeychainEngine
 /// Raw SecItem-style code can use ``engine`` directly. Operations throw ``KeychainError``.
 ///
 /// Thread safety: every control is behind a lock; the type is `Sendable`.
-public final class InMemoryKeychain: KeychainStore, Sendable {
+public final class InMemoryKeychain: EngineBackedStore, Sendable {
     /// What kind of device the keychain plays.
     public enum DeviceProfile: String, Sendable, Hashable, CaseIterable {
         /// A device: access control is enforced (prompts happen) and the Secure Enclave is available.

@@ -140,4 +140,41 @@ struct CompiledPathTests {
         #expect(memory.calls.map(\.operation) == [.add, .add, .update])
         #expect(try keychain.string(for: item) == "two")
     }
+
+    @Test("over InMemoryKeychain the compiled path logs the same calls, statuses and injected failures as the SecItem path")
+    func sameCallLog() throws {
+        struct Forward: KeychainStore {
+            let memory: InMemoryKeychain
+            func add(_ attributes: KeychainQuery) throws -> ItemResult? { try memory.add(attributes) }
+            func copyMatching(_ query: KeychainQuery) throws -> ItemResult? { try memory.copyMatching(query) }
+            func update(_ query: KeychainQuery, with: KeychainQuery) throws { try memory.update(query, with: with) }
+            func delete(_ query: KeychainQuery) throws { try memory.delete(query) }
+        }
+        let item = try GenericPassword(service: "com.example.api", account: "alice")
+        func script(_ memory: InMemoryKeychain, _ keychain: Keychain) -> [String] {
+            var out: [String] = []
+            func step(_ body: () throws -> String) {
+                do { out.append(try body()) } catch let error as KeychainError { out.append("error \(error.status)") } catch { out.append("\(error)") }
+            }
+            step { try keychain.string(for: item) ?? "nil" }
+            step { try keychain.save("one", for: item); return "saved" }
+            step { try keychain.save("two", for: item); return "saved" }
+            memory.injectFailure(Status.missingEntitlement, on: .update)
+            step { try keychain.save("three", for: item); return "saved" }
+            memory.injectFailure(Status.notAvailable, on: .copy)
+            step { try keychain.string(for: item) ?? "nil" }
+            memory.lockState = .locked
+            step { try keychain.save("four", for: item); return "saved" }
+            step { try keychain.string(for: item) ?? "nil" }
+            memory.lockState = .unlocked
+            step { try keychain.string(for: item) ?? "nil" }
+            return out + memory.calls.map { "\($0)" }
+        }
+        let compiled = InMemoryKeychain(), reference = InMemoryKeychain()
+        let a = script(compiled, Keychain(store: compiled))
+        let b = script(reference, Keychain(store: Forward(memory: reference)))
+        #expect(a == b)
+        #expect(a.contains("error -34018"))
+        #expect(a.filter { $0 == "two" }.count == 1)
+    }
 }
