@@ -32,7 +32,9 @@ public struct CompiledItemKey: Sendable {
     /// A generic password's identity (service and account), compiled without a dictionary.
     public init(genericPasswordService service: String, account: String) {
         itemClass = .genericPassword
-        values = [(Self.account, .string(account)), (Self.service, .string(service))].sorted { $0.0 < $1.0 }
+        values = Self.account < Self.service
+            ? [(Self.account, .string(account)), (Self.service, .string(service))]
+            : [(Self.service, .string(service)), (Self.account, .string(account))]
     }
 
     private static let account = AttributeID.of(Key.account)
@@ -123,19 +125,19 @@ extension KeychainEngine {
     /// `kSecReturnData` and match limit One, without its dictionaries.
     ///
     /// - Parameter observedQuery: the `copyMatching` query this read stands for, built only when hooks are
-    ///   installed: they see it as that operation (and may fail it). Without it, hooks make the read unsupported.
+    ///   installed: they see it as that operation (and may fail it). When it gives nil (the default), hooks make
+    ///   the read unsupported.
     /// - Returns: `.done(secret)`, or `.unsupported` (a storage other than ``MemoryStorage``, or hooks and no
     ///   `observedQuery`): then run ``copyMatching(_:)``.
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`,
     ///   and, for an item whose secret needs an authentication (read through ``copyMatching(_:)``'s rules),
     ///   `errSecUserCanceled`, `errSecAuthFailed`.
     public func compiledSecret(for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
-                               observedQuery: (() -> KeychainQuery)? = nil) throws -> CompiledOutcome<Data> {
+                               observedQuery: () -> KeychainQuery? = { nil }) throws -> CompiledOutcome<Data> {
         guard let memory = storage as? MemoryStorage else { return .unsupported }
         let hooks = self.hooks.current
         if hooks.isEmpty { return try secretStep(memory, key, group, sync) }
-        guard let observedQuery else { return .unsupported }
-        let query = observedQuery()
+        guard let query = observedQuery() else { return .unsupported }
         return .done(try observed(hooks, .copy, query, nil) {
             if case .done(let data) = try secretStep(memory, key, group, sync) { return data }
             // Needs an authentication: copyMatching's own rules, already observed as this copy.
@@ -173,7 +175,7 @@ extension KeychainEngine {
     ///
     /// - Parameter observedAs: the add, the update query and the changes this save stands for, built only
     ///   when hooks are installed: they see an add and, when the item exists, an update, as with separate
-    ///   calls (and may fail either). Without it, hooks make the save unsupported.
+    ///   calls (and may fail either). When it gives nil (the default), hooks make the save unsupported.
     /// - Returns: `.done(outcome)`, or `.unsupported` (a storage other than ``MemoryStorage``, hooks and no
     ///   `observedAs`, or, without hooks, a target needing an authentication): nothing was changed; run
     ///   ``addOrUpdate(_:matching:with:)``.
@@ -183,7 +185,7 @@ extension KeychainEngine {
     ///   of ``update(_:with:)`` for targets needing an authentication.
     public func compiledSave(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
                              accessibility: Accessibility, label: String?, comment: String?,
-                             observedAs: (() -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery))? = nil) throws -> CompiledOutcome<SaveOutcome> {
+                             observedAs: () -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery)? = { nil }) throws -> CompiledOutcome<SaveOutcome> {
         guard let memory = storage as? MemoryStorage else { return .unsupported }
         let hooks = self.hooks.current
         let step = { (mode: SaveStep) throws -> SaveStep in
@@ -196,8 +198,7 @@ extension KeychainEngine {
             case .exists, .needsAuthentication: return .unsupported
             }
         }
-        guard let observedAs else { return .unsupported }
-        let (add, query, changes) = observedAs()
+        guard let (add, query, changes) = observedAs() else { return .unsupported }
         do {
             _ = try observed(hooks, .add, add, nil) {
                 if try step(.added) == .exists { throw EngineError.duplicateItem("an item with the same primary key exists") }

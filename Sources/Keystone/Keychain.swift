@@ -77,11 +77,11 @@ public struct Keychain: Sendable {
     ///   a protected secret), `errSecParam` (synchronizable with a ThisDeviceOnly accessibility).
     public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
         let options = options ?? self.options
-        if options.accessControl == nil, let backed = store as? any EngineBackedStore, let key = item.compiledKey {
+        if options.accessControl == nil, let engine = Self.engine(behind: store), let key = item.compiledKey {
             // The engine's compiled path: the same rules as add-or-update, without building dictionaries
             // (unless hooks observe it: then they get the queries the SecItem path would pass).
             let outcome = try run {
-                try backed.engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                try engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
                                                synchronizable: options.synchronizable, accessibility: options.accessibility,
                                                label: options.label, comment: options.comment) {
                     self.saveQueries(data, for: item, options)
@@ -92,6 +92,12 @@ public struct Keychain: Sendable {
         let (attributes, query, changes) = saveQueries(data, for: item, options)
         // One store call: add, or on errSecDuplicateItem update in place (never delete-then-add).
         try run { try store.addOrUpdate(attributes, matching: query, with: changes) }
+    }
+
+    /// The engine under `store`, when it is one (``EngineBackedStore``): the compiled path's.
+    static func engine(behind store: any KeychainStore) -> KeychainEngine? {
+        if let engine = store as? KeychainEngine { return engine }
+        return (store as? any EngineBackedStore)?.engine
     }
 
     /// A save's add attributes, update query and changes.
@@ -138,11 +144,11 @@ public struct Keychain: Sendable {
     ///   intact), `errSecUserCanceled`, `errSecAuthFailed`, `errSecMissingEntitlement`.
     /// - Important: Never delete the item because this throws: only nil means "absent".
     public func data(for item: some KeychainItem) throws -> Data? {
-        if let backed = store as? any EngineBackedStore, let key = item.compiledKey {
+        if let engine = Self.engine(behind: store), let key = item.compiledKey {
             // The engine's compiled path: the same rules as copyMatching, without building dictionaries
             // (unless hooks observe it: then they get the query the SecItem path would pass).
             do {
-                if case .done(let data) = try backed.engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                if case .done(let data) = try engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
                                                                              synchronizable: options.synchronizable, observedQuery: { self.readQuery(item) }) {
                     return data
                 }
