@@ -274,13 +274,14 @@ extension KeychainEngine {
                 throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
             }
             for id in targets {
-                let index = Int(id - 1)
-                table.rows[index]!.set(Self.accessibleID, .string(accessibility.rawValue))
-                if table.rows[index]!.accessControl != nil { table.rows[index]!.accessControl!.accessibility = accessibility }
-                if let label { table.rows[index]!.set(Self.labelID, .string(label)) }
-                if let comment { table.rows[index]!.set(Self.commentID, .string(comment)) }
-                table.rows[index]!.secret = secret
-                table.rows[index]!.set(Self.modificationID, .date(now))
+                table.rows.modify(id) { row in
+                    if row.accessible != nil { row.accessible = accessibility } else { row.set(Self.accessibleID, .string(accessibility.rawValue)) }
+                    if row.accessControl != nil { row.accessControl!.accessibility = accessibility }
+                    if let label { row.set(Self.labelID, .string(label)) }
+                    if let comment { row.set(Self.commentID, .string(comment)) }
+                    row.secret = secret
+                    if !row.modified.isNaN { row.modified = now.timeIntervalSinceReferenceDate } else { row.set(Self.modificationID, .date(now)) }
+                }
             }
             return .updated
         }

@@ -12,35 +12,48 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
     // @unchecked Sendable: all mutable state is reached only while `lock` is held.
 
     /// One row. The attributes nearly every row has (group, accessibility, `sync`, creation and modification
-    /// dates) are fields when they have their usual type; every other attribute is in `values`, an array of
-    /// attribute ids and values sorted by id. A row reads back exactly as written either way.
+    /// dates) are fields when they have their usual type; every other attribute is encoded in `encoded`
+    /// (attribute id, type, value; sorted by id). A row reads back exactly as written either way.
     struct Row {
-        var values: ContiguousArray<(AttributeID, AttributeValue)>
+        /// The other attributes: per attribute its id (2 bytes), a type tag and the value (strings and data
+        /// with a length, numbers and dates in 8 bytes, Booleans in 1), sorted by id.
+        private(set) var encoded: ContiguousArray<UInt8> = []
         var group: String?
         var secret: Data?
-        var accessControl: AccessControl?
-        /// Seconds since the reference date; NaN when absent (or in `values`).
+        /// Seconds since the reference date; NaN when absent (or in `encoded`).
         var created = Double.nan
         var modified = Double.nan
+        /// The access control's flags and accessibility (nil: no access control).
+        private var controlFlags: UInt = 0
+        private var controlAccessibility: Accessibility?
         var accessible: Accessibility?
         var sync: Bool?
 
         init(values: ContiguousArray<(AttributeID, AttributeValue)>, secret: Data?, accessControl: AccessControl?) {
-            self.values = []
             self.secret = secret
             self.accessControl = accessControl
-            for (id, value) in values where !lift(id, value) { self.values.append((id, value)) }
+            var rest: [(AttributeID, AttributeValue)] = []
+            for (id, value) in values where !lift(id, value) { rest.append((id, value)) }
+            encoded = Self.encode(rest)
         }
 
         init(_ item: StoredItem) {
-            values = []
             secret = item.secret
             accessControl = item.accessControl
+            var rest: [(AttributeID, AttributeValue)] = []
             for (key, value) in item.attributes {
                 let id = AttributeID.of(key)
-                if !lift(id, value) { values.append((id, value)) }
+                if !lift(id, value) { rest.append((id, value)) }
             }
-            values.sort { $0.0 < $1.0 }
+            encoded = Self.encode(rest)
+        }
+
+        var accessControl: AccessControl? {
+            get { controlAccessibility.map { AccessControl(accessibility: $0, flags: AccessControlFlags(rawValue: controlFlags)) } }
+            set {
+                controlAccessibility = newValue?.accessibility
+                controlFlags = newValue?.flags.rawValue ?? 0
+            }
         }
 
         /// Stores `value` in its field when `id` has one and the value its usual type.
@@ -68,8 +81,12 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             case .modificationDate: if !modified.isNaN { return .date(Date(timeIntervalSinceReferenceDate: modified)) }
             default: break
             }
-            for entry in values where entry.0 == id { return entry.1 }
-            return nil
+            var found: AttributeValue?
+            Self.decode(encoded) { entry, value in
+                if entry == id { found = value(); return false }
+                return entry < id
+            }
+            return found
         }
 
         /// Sets (or, with nil, removes) the value of `id`.
@@ -82,14 +99,16 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             case .modificationDate: modified = .nan
             default: break
             }
-            let index = values.firstIndex { $0.0 == id }
-            if let value, lift(id, value) {
-                if let index { values.remove(at: index) }
-            } else if let index {
-                if let value { values[index].1 = value } else { values.remove(at: index) }
-            } else if let value {
-                values.insert((id, value), at: values.firstIndex { $0.0 > id } ?? values.endIndex)
-            }
+            var rest = others.filter { $0.0 != id }
+            if let value, !lift(id, value) { rest.append((id, value)) }
+            encoded = Self.encode(rest)
+        }
+
+        /// The attributes in `encoded`.
+        var others: [(AttributeID, AttributeValue)] {
+            var result: [(AttributeID, AttributeValue)] = []
+            Self.decode(encoded) { id, value in result.append((id, value())); return true }
+            return result
         }
 
         /// The accessibility (`pdmn`), `whenUnlocked` if unreadable, as ``StoredItem/accessibility``.
@@ -97,8 +116,8 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
 
         func item(_ cls: ItemClass, _ rowID: Int64) -> StoredItem {
             var attributes: [String: AttributeValue] = [:]
-            attributes.reserveCapacity(values.count + 5)
-            for (id, value) in values { attributes[id.name] = value }
+            attributes.reserveCapacity(8)
+            Self.decode(encoded) { id, value in attributes[id.name] = value(); return true }
             if let group { attributes[Key.accessGroup] = .string(group) }
             if let accessible { attributes[Key.accessible] = .string(accessible.rawValue) }
             if let sync { attributes[Key.synchronizable] = .bool(sync) }
@@ -106,16 +125,98 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             if !modified.isNaN { attributes[Key.modificationDate] = .date(Date(timeIntervalSinceReferenceDate: modified)) }
             return StoredItem(itemClass: cls, rowID: rowID, attributes: attributes, secret: secret, accessControl: accessControl)
         }
+
+        // MARK: Encoding
+
+        private static func encode(_ values: [(AttributeID, AttributeValue)]) -> ContiguousArray<UInt8> {
+            var bytes = ContiguousArray<UInt8>()
+            func length(_ n: Int) {
+                var n = UInt(n)
+                while n >= 0x80 { bytes.append(UInt8(n & 0x7F) | 0x80); n >>= 7 }
+                bytes.append(UInt8(n))
+            }
+            func word(_ w: UInt64) { for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: w >> UInt64(shift))) } }
+            for (id, value) in values.sorted(by: { $0.0 < $1.0 }) {
+                bytes.append(UInt8(truncatingIfNeeded: id.raw))
+                bytes.append(UInt8(truncatingIfNeeded: id.raw >> 8))
+                switch value {
+                case .string(let s):
+                    bytes.append(0)
+                    length(s.utf8.count)
+                    bytes.append(contentsOf: s.utf8)
+                case .data(let d):
+                    bytes.append(1)
+                    length(d.count)
+                    bytes.append(contentsOf: d)
+                case .number(let n):
+                    bytes.append(2)
+                    word(UInt64(bitPattern: n))
+                case .bool(let b):
+                    bytes.append(3)
+                    bytes.append(b ? 1 : 0)
+                case .date(let d):
+                    bytes.append(4)
+                    word(d.timeIntervalSinceReferenceDate.bitPattern)
+                }
+            }
+            return bytes
+        }
+
+        /// Visits the encoded attributes in id order; `body` gets the id and a function decoding the value,
+        /// and returns false to stop.
+        private static func decode(_ bytes: ContiguousArray<UInt8>, _ body: (AttributeID, () -> AttributeValue) -> Bool) {
+            bytes.withUnsafeBufferPointer { b in
+                var i = 0
+                func length() -> Int {
+                    var n = 0, shift = 0
+                    while true {
+                        let byte = b[i]; i += 1
+                        n |= Int(byte & 0x7F) << shift
+                        if byte < 0x80 { return n }
+                        shift += 7
+                    }
+                }
+                func word(_ at: Int) -> UInt64 {
+                    var w: UInt64 = 0
+                    for k in 0..<8 { w |= UInt64(b[at + k]) << UInt64(8 * k) }
+                    return w
+                }
+                while i < b.count {
+                    let id = AttributeID(raw: UInt16(b[i]) | UInt16(b[i + 1]) << 8)
+                    let tag = b[i + 2]
+                    i += 3
+                    let start: Int, end: Int
+                    switch tag {
+                    case 0, 1:
+                        let n = length()
+                        start = i; end = i + n
+                    case 2, 4: start = i; end = i + 8
+                    default: start = i; end = i + 1
+                    }
+                    i = end
+                    let more = body(id) {
+                        switch tag {
+                        case 0: return .string(String(decoding: UnsafeBufferPointer(rebasing: b[start..<end]), as: UTF8.self))
+                        case 1: return .data(Data(UnsafeBufferPointer(rebasing: b[start..<end])))
+                        case 2: return .number(Int64(bitPattern: word(start)))
+                        case 3: return .bool(b[start] != 0)
+                        default: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: word(start))))
+                        }
+                    }
+                    if !more { return }
+                }
+            }
+        }
     }
 
-    /// Row ids by hash: most hashes have one row, kept without a set. Ids are stored in 32 bits (a memory
-    /// storage holds far fewer rows).
+    /// Row ids by hash: most hashes have one row, kept without a set. Hashes and ids are stored in 32 bits
+    /// (a hit is always compared with the row's values; a memory storage holds far fewer rows).
     struct HashIndex {
-        private var single: [Int: UInt32] = [:]
-        private var multi: [Int: Set<UInt32>] = [:]
+        private var single: [UInt32: UInt32] = [:]
+        private var multi: [UInt32: Set<UInt32>] = [:]
 
-        mutating func insert(_ hash: Int, _ rowID: Int64) {
-            let id = UInt32(rowID)
+        mutating func insert(_ fullHash: Int, _ rowID: Int64) {
+            let hash = UInt32(truncatingIfNeeded: fullHash), id = UInt32(rowID)
             if let other = single.removeValue(forKey: hash) {
                 multi[hash] = [other, id]
             } else if multi[hash] != nil {
@@ -125,8 +226,8 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             }
         }
 
-        mutating func remove(_ hash: Int, _ rowID: Int64) {
-            let id = UInt32(rowID)
+        mutating func remove(_ fullHash: Int, _ rowID: Int64) {
+            let hash = UInt32(truncatingIfNeeded: fullHash), id = UInt32(rowID)
             if single[hash] == id { single[hash] = nil; return }
             guard multi[hash] != nil else { return }
             multi[hash]!.remove(id)
@@ -134,19 +235,59 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         }
 
         /// How many rows have `hash`.
-        func count(_ hash: Int) -> Int { single[hash] != nil ? 1 : multi[hash]?.count ?? 0 }
+        func count(_ fullHash: Int) -> Int {
+            let hash = UInt32(truncatingIfNeeded: fullHash)
+            return single[hash] != nil ? 1 : multi[hash]?.count ?? 0
+        }
 
         /// Visits the rows with `hash` in row-id order until `body` returns false; allocates nothing for one row.
-        func forEachID(_ hash: Int, _ body: (Int64) throws -> Bool) rethrows {
+        func forEachID(_ fullHash: Int, _ body: (Int64) throws -> Bool) rethrows {
+            let hash = UInt32(truncatingIfNeeded: fullHash)
             if let id = single[hash] { _ = try body(Int64(id)); return }
             guard let ids = multi[hash] else { return }
             for id in ids.sorted() { guard try body(Int64(id)) else { return } }
         }
 
         /// The rows with `hash`, in row-id order.
-        func ids(_ hash: Int) -> [Int64] {
-            if let id = single[hash] { return [Int64(id)] }
-            return multi[hash]?.sorted().map(Int64.init) ?? []
+        func ids(_ fullHash: Int) -> [Int64] {
+            var result: [Int64] = []
+            forEachID(fullHash) { result.append($0); return true }
+            return result
+        }
+    }
+
+    /// Rows by id in fixed-size chunks: growing never copies more than one chunk, and the unused capacity
+    /// stays under one chunk.
+    struct RowStore {
+        static let chunkSize = 4096
+        private var chunks: [[Row?]] = []
+        private(set) var count = 0
+
+        subscript(id: Int64) -> Row? {
+            get {
+                guard id >= 1, id <= Int64(count) else { return nil }
+                let i = Int(id - 1)
+                return chunks[i / Self.chunkSize][i % Self.chunkSize]
+            }
+            set {
+                let i = Int(id - 1)
+                while count <= i {
+                    if count % Self.chunkSize == 0 {
+                        var chunk: [Row?] = []
+                        chunk.reserveCapacity(Self.chunkSize)
+                        chunks.append(chunk)
+                    }
+                    chunks[chunks.count - 1].append(nil)
+                    count += 1
+                }
+                chunks[i / Self.chunkSize][i % Self.chunkSize] = newValue
+            }
+        }
+
+        /// Changes row `id` in place (it must exist).
+        mutating func modify(_ id: Int64, _ body: (inout Row) -> Void) {
+            let i = Int(id - 1)
+            body(&chunks[i / Self.chunkSize][i % Self.chunkSize]!)
         }
     }
 
@@ -156,8 +297,8 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         let groupFreeKey: [AttributeID]
         /// The attributes with an index of their own: the primary key but the group and `sync`.
         let indexed: [AttributeID]
-        /// Row `id` is at `id - 1`; deleted rows leave nil.
-        var rows: [Row?] = []
+        /// Deleted rows leave nil.
+        var rows = RowStore()
         var liveCount = 0
         var groupFree = HashIndex()
         var indexes: [AttributeID: HashIndex] = [:]
@@ -169,10 +310,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             indexed = schema.primaryKey.filter { $0 != Key.accessGroup && $0 != Key.synchronizable }.map(AttributeID.of)
         }
 
-        func row(_ id: Int64) -> Row? {
-            guard id >= 1, id <= Int64(rows.count) else { return nil }
-            return rows[Int(id - 1)]
-        }
+        func row(_ id: Int64) -> Row? { rows[id] }
 
         /// The value of `id` in `row`, or the schema's empty value (rows lacking a key attribute hold it).
         func value(_ row: Row, _ id: AttributeID) -> AttributeValue? {
@@ -217,8 +355,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
             let rowID = id ?? nextRowID
             guard rowID <= Int64(UInt32.max) else { throw EngineError(Status.allocate, "the memory storage is full") }
             nextRowID = max(nextRowID, rowID + 1)
-            while rows.count < Int(rowID) { rows.append(nil) }
-            rows[Int(rowID - 1)] = row
+            rows[rowID] = row
             liveCount += 1
             index(row, rowID, add: true)
             return rowID
@@ -227,7 +364,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         mutating func remove(_ id: Int64) -> Row? {
             guard let row = row(id) else { return nil }
             index(row, id, add: false)
-            rows[Int(id - 1)] = nil
+            rows[id] = nil
             liveCount -= 1
             return row
         }
@@ -236,7 +373,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
         mutating func replace(_ id: Int64, with row: Row) throws -> Row {
             guard let old = self.row(id) else { throw EngineError.itemNotFound }
             if samePrimaryKey(old, row) {
-                rows[Int(id - 1)] = row
+                rows[id] = row
                 return old
             }
             if primaryKeyHolder(of: row, except: id) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
@@ -264,7 +401,7 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
                     ids = indexes[attribute]?.ids(hash) ?? []
                 }
             }
-            let candidates = ids ?? rows.indices.compactMap { rows[$0] == nil ? nil : Int64($0 + 1) }
+            let candidates = ids ?? (1...max(1, Int64(rows.count))).filter { rows[$0] != nil }
             if constraints.isEmpty { return candidates }
             return candidates.filter { id in
                 guard let row = row(id) else { return false }
