@@ -77,9 +77,12 @@ public protocol StorageReader {
     /// The rows of `itemClass` whose attributes equal every value in `constraints`.
     ///
     /// Contract:
-    /// - `constraints` holds only primary-key attributes of the class (the engine checks every other
-    ///   attribute itself), and the storage must honour all of them: every returned row, readable or
-    ///   not, has exactly these values. Rows lacking a constraint attribute count as holding its empty value.
+    /// - `constraints` holds only primary-key attributes of the class, and the storage must honour all of
+    ///   them: every returned row, readable or not, has exactly these values. Rows lacking a constraint
+    ///   attribute count as holding its empty value. The engine does not trust this: it checks every query
+    ///   attribute again on every readable row, and treats a row contradicting a constraint as damaged
+    ///   (`errSecDecode`: never returned, changed or deleted). A storage whose index columns are not
+    ///   authenticated must therefore return a row it cannot authenticate as unreadable, never as readable.
     /// - Lookups must use an index: with the full primary key, the cost must not grow with the table.
     /// - Rows that fail an integrity check are returned as ``Candidate/unreadable(itemClass:rowID:error:)``,
     ///   never as garbage and never silently dropped.
