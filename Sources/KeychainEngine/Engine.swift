@@ -35,6 +35,18 @@ public protocol EngineHook: Sendable {
     func willPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?) throws
     /// Called after `operation` ran, with its status.
     func didPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?, status: Int32)
+    /// Called when `operation` left out `count` damaged rows: rows that matched the storage's search but
+    /// could not be read and authenticated (`errSecDecode`), or that contradicted the search
+    /// (an integrity failure). Called before ``didPerform(_:query:attributesToUpdate:status:)``, whether
+    /// the operation succeeded (it acted on the readable matches) or failed with `errSecDecode` (only
+    /// damaged rows matched). Each damaged row is also logged on ``KeystoneLog/logger`` (class, row id, status).
+    ///
+    /// The default implementation does nothing.
+    func didSkipDamagedItems(_ operation: KeychainOperation, count: Int)
+}
+
+extension EngineHook {
+    public func didSkipDamagedItems(_ operation: KeychainOperation, count: Int) {}
 }
 
 /// The keychain: Apple's SecItem rules over a ``KeychainStorage``.
@@ -57,6 +69,13 @@ public protocol EngineHook: Sendable {
 ///   `kSecAttrSynchronizableAny` matches both.
 /// - An item whose accessibility is not available in the storage's ``LockState`` makes any operation that
 ///   touches it fail with `errSecInteractionNotAllowed`; nothing is changed or deleted.
+/// - **Damaged rows.** The engine never trusts the storage's filtering: it re-checks every query attribute
+///   against every row it reads. A row the storage cannot read and authenticate (`errSecDecode`), or a
+///   readable row that contradicts a constraint the storage was asked to honour (an integrity failure),
+///   is damaged. Damaged rows are never returned, changed or deleted. Copy, update and delete act on the
+///   readable matches and leave damaged ones out, logging each (class, row id, status) and reporting the
+///   count to hooks (``EngineHook/didSkipDamagedItems(_:count:)``); when only damaged rows match, the
+///   operation fails with `errSecDecode`, so the caller learns something is there.
 /// - Reading the secret of an item with an access control (or changing its secret) needs an authentication
 ///   from the ``Authenticator``, unless an ``AuthenticationContext`` covers it. `kSecUseAuthenticationUI`
 ///   Fail turns the prompt into `errSecInteractionNotAllowed`; Skip leaves such items out. Attributes-only
@@ -68,7 +87,7 @@ public final class KeychainEngine: Sendable {
     public let storage: any KeychainStorage
     private let settings: Locked<EngineConfiguration>
     private let authenticatorBox: Locked<any Authenticator>
-    private let hooks = Locked<[any EngineHook]>([])
+    let hooks = Locked<[any EngineHook]>([])
     private let biometryEnrollment = Locked<Int64>(1)
     private let damagedItemsSkipped = Locked<Int>(0)
 
@@ -126,7 +145,7 @@ public final class KeychainEngine: Sendable {
     ///   `akpu`), `errSecUnimplemented` (no Secure Enclave).
     @discardableResult
     public func add(_ attributes: KeychainQuery) throws -> ItemResult? {
-        try perform(.add, attributes, nil) { try self.performAdd(attributes) }
+        try perform(.add, attributes, nil) { _ in try self.performAdd(attributes) }
     }
 
     /// `SecItemCopyMatching`: finds items and returns them in the shape the return keys ask for.
@@ -135,35 +154,52 @@ public final class KeychainEngine: Sendable {
     ///   `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`, `errSecDecode`,
     ///   `errSecMissingEntitlement`.
     public func copyMatching(_ query: KeychainQuery) throws -> ItemResult? {
-        try perform(.copy, query, nil) { try self.performCopy(query) }
+        try perform(.copy, query, nil) { try self.performCopy(query, &$0) }
     }
 
     /// `SecItemUpdate`: changes every item that matches `query`.
     ///
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`,
     ///   `errSecNoSuchAttr`, `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`,
-    ///   `errSecMissingEntitlement`.
+    ///   `errSecMissingEntitlement`, `errSecDecode` (only damaged rows match; nothing is changed).
+    /// - Important: A row the engine could not read and authenticate is never changed.
     public func update(_ query: KeychainQuery, with attributesToUpdate: KeychainQuery) throws {
-        try perform(.update, query, attributesToUpdate) { try self.performUpdate(query, attributesToUpdate) }
+        try perform(.update, query, attributesToUpdate) { try self.performUpdate(query, attributesToUpdate, &$0) }
     }
 
     /// `SecItemDelete`: removes every item that matches `query`.
     ///
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecParam`, `errSecNoSuchAttr`,
-    ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`.
+    ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`, `errSecDecode` (only damaged rows
+    ///   match; nothing is deleted).
+    /// - Important: A row the engine could not read and authenticate is never deleted, even when the
+    ///   storage's (unauthenticated) index columns say it matches.
     public func delete(_ query: KeychainQuery) throws {
-        try perform(.delete, query, nil) { try self.performDelete(query) }
+        try perform(.delete, query, nil) { try self.performDelete(query, &$0) }
     }
 
-    private func perform<T>(_ operation: KeychainOperation, _ query: KeychainQuery, _ update: KeychainQuery?, _ body: () throws -> T) throws -> T {
+    /// What an operation tells its hooks besides its status.
+    struct OperationReport {
+        init() {}
+        /// Damaged rows the operation left out (see ``EngineHook/didSkipDamagedItems(_:count:)``).
+        var damagedSkipped = 0
+    }
+
+    private func perform<T>(_ operation: KeychainOperation, _ query: KeychainQuery, _ update: KeychainQuery?,
+                            _ body: (inout OperationReport) throws -> T) throws -> T {
         let hooks = self.hooks.current
+        var report = OperationReport()
         do {
             for hook in hooks { try hook.willPerform(operation, query: query, attributesToUpdate: update) }
-            let result = try body()
+            let result = try body(&report)
+            if report.damagedSkipped > 0 { damagedItemsSkipped.withLock { $0 += report.damagedSkipped } }
+            if report.damagedSkipped > 0 { for hook in hooks { hook.didSkipDamagedItems(operation, count: report.damagedSkipped) } }
             for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: Status.success) }
             return result
         } catch {
             let engineError = Self.engineError(error)
+            if report.damagedSkipped > 0 { damagedItemsSkipped.withLock { $0 += report.damagedSkipped } }
+            if report.damagedSkipped > 0 { for hook in hooks { hook.didSkipDamagedItems(operation, count: report.damagedSkipped) } }
             for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: engineError.status) }
             throw engineError
         }
@@ -177,7 +213,29 @@ public final class KeychainEngine: Sendable {
     // MARK: - Add
 
     private func performAdd(_ input: KeychainQuery) throws -> ItemResult? {
-        let config = configuration
+        let (q, prepared) = try prepareAdd(input, configuration)
+        var item = prepared
+        item.rowID = try storage.write { tx -> Int64 in
+            if !(try tx.candidates(in: q.itemClass, matching: Self.primaryKeyConstraints(of: item))).isEmpty {
+                throw EngineError.duplicateItem("an item with the same primary key exists")
+            }
+            return try tx.insert(item)
+        }
+        guard q.hasReturnKeys else { return nil }
+        return shape([result(for: item, q, data: item.secret)], q, limitOverride: .one)
+    }
+
+    /// The primary-key attributes of `item`, as search constraints.
+    static func primaryKeyConstraints(of item: StoredItem) -> [String: AttributeValue] {
+        let schema = ClassSchema.of(item.itemClass)
+        var constraints: [String: AttributeValue] = [:]
+        constraints.reserveCapacity(schema.primaryKey.count)
+        for key in schema.primaryKey { constraints[key] = item.attributes[key] ?? schema.attributes[key]!.type.emptyValue }
+        return constraints
+    }
+
+    /// Validates an add and builds the row it inserts (defaults filled in).
+    private func prepareAdd(_ input: KeychainQuery, _ config: EngineConfiguration) throws -> (ParsedQuery, StoredItem) {
         let q = try ParsedQuery(input, for: .add)
         guard q.persistentReference == nil else { throw EngineError.param("kSecValuePersistentRef cannot be added") }
         if q.accessControl != nil && q.accessibility != nil {
@@ -216,19 +274,10 @@ public final class KeychainEngine: Sendable {
         guard accessibility.isAvailable(in: storage.lockState) else {
             throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
         }
-        var item = StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl)
-        let keyConstraints = Dictionary(uniqueKeysWithValues: schema.primaryKey.map { ($0, attributes[$0]!) })
-        item.rowID = try storage.write { tx -> Int64 in
-            if !(try tx.candidates(in: q.itemClass, matching: keyConstraints)).isEmpty {
-                throw EngineError.duplicateItem("an item with the same primary key exists")
-            }
-            return try tx.insert(item)
-        }
-        guard q.hasReturnKeys else { return nil }
-        return shape([result(for: item, q, data: item.secret)], q, limitOverride: .one)
+        return (q, StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl))
     }
 
-    private func resolveAccessGroup(_ requested: String?, _ config: EngineConfiguration) throws -> String {
+    func resolveAccessGroup(_ requested: String?, _ config: EngineConfiguration) throws -> String {
         switch config.accessGroups {
         case .unrestricted(let defaultGroup):
             return requested ?? defaultGroup
@@ -248,11 +297,37 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Matching
 
-    /// The rows that match `q`, sorted by row id; fails when a match is locked or unreadable.
-    /// `stopAfter`: stop reading rows once that many matches are found (a match limit): the storage then never
-    /// reads or decrypts the rows after them.
+    /// A damaged row a search left out: unreadable (`errSecDecode`) or contradicting its search.
+    struct DamagedRow {
+        let itemClass: ItemClass
+        let rowID: Int64
+        let error: EngineError
+    }
+
+    /// What a search found: the readable matches in row-id order, and the damaged rows it left out.
+    struct Matches {
+        var items: [StoredItem] = []
+        var damaged: [DamagedRow] = []
+
+        /// `errSecItemNotFound`, or `errSecDecode` when damaged rows were all that matched.
+        var noMatchError: EngineError {
+            if let first = damaged.first { return EngineError(Status.decode, first.error.status == Status.decode ? first.error.reason : "a matching item is damaged") }
+            return EngineError.itemNotFound
+        }
+    }
+
+    /// The rows that match `q`, in row-id order, and the damaged rows that were left out.
+    ///
+    /// The storage's filtering is never trusted: every query attribute is checked again against every
+    /// readable row. A readable row that contradicts a constraint the storage was asked to honour (or a row
+    /// of another class or row id than asked) is an integrity failure: it is treated as damaged, like a row
+    /// the storage reports as unreadable with `errSecDecode`. Damaged rows are logged (class, row id, status)
+    /// and never returned, so callers cannot change or delete them.
+    ///
+    /// - Parameter stopAfter: stop once this many readable matches were found (a match limit).
+    /// - Throws: `errSecInteractionNotAllowed` when a row it reaches is locked; `errSecMissingEntitlement`.
     private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration,
-                         stopAfter: Int? = nil) throws -> (items: [StoredItem], unreadable: [Candidate]) {
+                         stopAfter: Int? = nil) throws -> Matches {
         if let group = q.attributes[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) {
             throw EngineError(Status.missingEntitlement, "the access group is not among the caller's entitled groups")
         }
@@ -260,14 +335,7 @@ public final class KeychainEngine: Sendable {
             throw EngineError(Status.missingEntitlement, "the caller has no keychain access group")
         }
         let schema = ClassSchema.of(q.itemClass)
-        var wanted = q.attributes
-        switch q.sync {
-        // Apple's server adds sync = false to a query without kSecAttrSynchronizable, unless it names a
-        // persistent reference (SecDbQuery.c, query_create_with_limit).
-        case .none: if q.persistentReference == nil { wanted[Key.synchronizable] = .bool(false) }
-        case .some(.none): break
-        case .some(.some(let b)): wanted[Key.synchronizable] = .bool(b)
-        }
+        let wanted = Self.wanted(q)
         var constraints: [String: AttributeValue] = [:]
         for key in schema.primaryKey {
             guard let value = wanted[key] else { continue }
@@ -275,28 +343,23 @@ public final class KeychainEngine: Sendable {
             constraints[key] = value
         }
         let lockState = storage.lockState
-        var items: [StoredItem] = []
-        var unreadable: [Candidate] = []
-        /// Takes one row; false when enough matches are found.
-        func visit(_ candidate: Candidate) throws -> Bool {
+        var found = Matches()
+        let visit = { (candidate: Candidate) throws -> Bool in
             switch candidate {
             case .item(let item):
-                // Never trust the storage's filtering: a row that contradicts a constraint the storage claims to
-                // have applied is an integrity failure (a tampered index), not a match and not a miss.
-                if !Self.item(item, matches: constraints, except: [:], schema: schema, caseInsensitive: false, accessGroups: .unrestricted(defaultGroup: "")) {
-                    KeystoneLog.logger.warning("storage returned a row that does not match its index", metadata: ["class": "\(item.itemClass.rawValue)", "row": "\(item.rowID)"])
-                    unreadable.append(.unreadable(itemClass: item.itemClass, rowID: item.rowID, error: EngineError(Status.decode, "the item does not match its index")))
+                if let problem = Self.integrityProblem(item, q: q, constraints: constraints, schema: schema) {
+                    found.damaged.append(DamagedRow(itemClass: q.itemClass, rowID: item.rowID, error: EngineError(Status.decode, problem)))
                     return true
                 }
-                guard Self.item(item, matches: wanted, except: [:], schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { return true }
+                guard Self.item(item, matches: wanted, schema: schema, caseInsensitive: q.caseInsensitive, accessGroups: config.accessGroups) else { return true }
                 guard item.accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                 }
-                items.append(item)
-                if let stopAfter, items.count >= stopAfter { return false }
-            case .unreadable(_, _, let error):
+                found.items.append(item)
+                if let stopAfter, found.items.count >= stopAfter { return false }
+            case .unreadable(let cls, let id, let error):
                 if error.status == Status.interactionNotAllowed { throw error }
-                unreadable.append(candidate)
+                found.damaged.append(DamagedRow(itemClass: cls, rowID: id, error: error))
             }
             return true
         }
@@ -305,30 +368,37 @@ public final class KeychainEngine: Sendable {
         } else {
             try reader.forEachCandidate(in: q.itemClass, matching: constraints, visit)
         }
-        items.sort { $0.rowID < $1.rowID }
-        if unreadable.isEmpty { return (items, []) }
-        // Damaged rows (errSecDecode) are never acted on: which item a damaged row holds cannot be known, since its
-        // index columns are not trustworthy once its sealed contents fail to open. Apple's query loop skips items
-        // that fail to decode (and its insert path deletes a corrupt duplicate); Keystone skips them too, logs
-        // each one, and never deletes or rewrites data it cannot read. When nothing readable matches, the
-        // operation fails with errSecDecode, so the caller learns that something is there.
-        for case .unreadable(let cls, let id, let error) in unreadable {
-            KeystoneLog.logger.warning("skipping a damaged keychain item", metadata: ["class": "\(cls.rawValue)", "row": "\(id)", "status": "\(error.status)"])
+        for row in found.damaged {
+            KeystoneLog.logger.warning("left out a damaged keychain item", metadata: [
+                "class": "\(row.itemClass.rawValue)", "row": "\(row.rowID)", "status": "\(row.error.status)",
+            ])
         }
-        damagedItemsSkipped.withLock { $0 += unreadable.count }
-        if items.isEmpty, case .unreadable(_, _, let error)? = unreadable.first {
-            throw error
-        }
-        return (items, unreadable)
+        if found.items.count > 1 { found.items.sort { $0.rowID < $1.rowID } }
+        return found
     }
 
-    private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue], except honoured: [String: AttributeValue],
+    /// Why a row the storage returned as readable cannot be what was asked for, or nil when it can.
+    ///
+    /// A storage must honour its constraints: a row that contradicts one (or has another class, or another
+    /// row id than the persistent reference named) was swapped or corrupted below the engine.
+    private static func integrityProblem(_ item: StoredItem, q: ParsedQuery, constraints: [String: AttributeValue],
+                                         schema: ClassSchema) -> String? {
+        if item.itemClass != q.itemClass { return "the storage returned a row of another class" }
+        if let ref = q.persistentReference, item.rowID != ref.rowID { return "the storage returned another row than the reference named" }
+        for (key, value) in constraints where (item.attributes[key] ?? schema.attributes[key]?.type.emptyValue) != value {
+            return "the storage returned a row that contradicts its search"
+        }
+        return nil
+    }
+
+    /// Whether `item` holds every attribute of `wanted` (the storage's filtering is not trusted) and, for an
+    /// entitled caller whose query names no group, belongs to one of its groups.
+    private static func item(_ item: StoredItem, matches wanted: [String: AttributeValue],
                              schema: ClassSchema, caseInsensitive: Bool, accessGroups: EngineConfiguration.AccessGroups) -> Bool {
         if case .entitled(let groups) = accessGroups, wanted[Key.accessGroup] == nil {
             guard let group = item.attributes[Key.accessGroup]?.stringValue, groups.contains(group) else { return false }
         }
-        if wanted.count == honoured.count { return true }
-        for (key, value) in wanted where honoured[key] == nil {
+        for (key, value) in wanted {
             let stored = item.attributes[key] ?? schema.attributes[key]?.type.emptyValue
             if stored == value { continue }
             if caseInsensitive, let a = stored?.stringValue, let b = value.stringValue,
@@ -372,19 +442,22 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Copy
 
-    private func performCopy(_ query: KeychainQuery) throws -> ItemResult? {
+    func performCopy(_ query: KeychainQuery, _ report: inout OperationReport) throws -> ItemResult? {
         let config = configuration
         let q = try ParsedQuery(query, for: .copy)
         let limit: Int? = { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }()
-        // Stop reading at the limit, unless authentication may skip items (kSecUseAuthenticationUISkip).
+        // The search stops at the limit, unless items needing an authentication may be skipped (UI Skip):
+        // then a later match may have to stand in for a skipped one.
         let stopAfter = q.returnData && q.authUI == .skip ? nil : limit
-        var found = try storage.read { try matches(q, in: $0, config: config, stopAfter: stopAfter).items }
-        guard !found.isEmpty else { throw EngineError.itemNotFound }
+        // Damaged matches are left out, as Apple's query loop (SecItemDb.c, s3dl_query_row) goes on past
+        // an item that fails to decode. Unlike Apple, Keystone does not stop at the first row with limit
+        // One (Apple's SELECT says LIMIT 1): a damaged first row does not hide a readable one after it.
+        // Unlike Apple, which then reports errSecItemNotFound, only damaged matches fail with errSecDecode.
+        let found = try storage.read { try matches(q, in: $0, config: config, stopAfter: stopAfter) }
+        report.damagedSkipped = found.damaged.count
+        guard !found.items.isEmpty else { throw found.noMatchError }
         var results: [ItemResult] = []
-        results.reserveCapacity(min(found.count, limit ?? found.count))
-        // Consume the rows as their results are made, so a large result does not hold both at once.
-        found.reverse()
-        while let item = found.popLast() {
+        for item in found.items {
             if let limit, results.count >= limit { break }
             if q.returnData {
                 guard try authorize(item, q, operation: "copy", config: config) else { continue }
@@ -423,11 +496,19 @@ public final class KeychainEngine: Sendable {
 
     // MARK: - Update
 
-    private func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery) throws {
-        let config = configuration
+    /// A validated update: the query, the changes, and how many matches it may change.
+    struct UpdatePlan {
+        let query: ParsedQuery
+        let changes: ParsedQuery
+        /// Apple's server accepts a match limit in an update query and passes it to its SELECT: by default
+        /// every match is updated; an explicit limit updates that many matches (in row order).
+        let limit: Int?
+        /// Whether the secret or its protection changes (which needs an authentication for protected items).
+        var changesSecret: Bool { changes.valueData != nil || changes.accessControl != nil }
+    }
+
+    private func prepareUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ config: EngineConfiguration) throws -> UpdatePlan {
         let q = try ParsedQuery(query, for: .update)
-        // Apple's server accepts a match limit in an update query and passes it to its SELECT: by default
-        // every match is updated; an explicit limit updates that many matches (in row order).
         let updateLimit: Int? = q.limitGiven ? { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }() : nil
         if q.hasReturnKeys { throw EngineError.param("SecItemUpdate's query takes no return keys") }
         for key in changes.keys {
@@ -445,69 +526,220 @@ public final class KeychainEngine: Sendable {
         }
         if case .some(.none) = c.sync { throw EngineError.param("kSecAttrSynchronizableAny cannot be set") }
         if let group = c.attributes[Key.accessGroup]?.stringValue { _ = try resolveAccessGroup(group, config) }
-        let secretChanges = c.valueData != nil || c.accessControl != nil
+        return UpdatePlan(query: q, changes: c, limit: updateLimit)
+    }
 
+    func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
+        let config = configuration
+        let plan = try prepareUpdate(query, changes, config)
         // Apply inside one write transaction. Authentication must not happen while the transaction is open:
         // when a target needs one, leave the transaction, authenticate, and apply again.
         var authorized: Set<Int64> = []
         var skipped: Set<Int64> = []
         for _ in 0..<3 {
             let needed: [StoredItem] = try storage.write { tx in
-                let current = try matches(q, in: tx, config: config, stopAfter: updateLimit).items
-                guard !current.isEmpty else { throw EngineError.itemNotFound }
-                let targets = current.filter { !skipped.contains($0.rowID) }
-                guard !targets.isEmpty else { throw EngineError.itemNotFound }
-                if secretChanges && config.enforcesAccessControl {
-                    let pending = targets.filter { !authorized.contains($0.rowID) && ($0.accessControl?.flags.requiresAuthentication ?? false) }
-                    if !pending.isEmpty { return pending }
-                }
-                let now = config.now()
-                for var item in targets {
-                    for (key, value) in c.attributes { item.attributes[key] = value }
-                    if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
-                    if let data = c.valueData { item.secret = data }
-                    if let ac = c.accessControl {
-                        item.accessControl = ac
-                        item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
-                        if ac.flags.contains(.biometryCurrentSet) {
-                            item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
-                        }
-                    }
-                    if let a = c.accessibility {
-                        item.attributes[Key.accessible] = .string(a.rawValue)
-                        if item.accessControl != nil { item.accessControl?.accessibility = a }
-                    }
-                    let accessibility = item.accessibility
-                    if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
-                        throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-                    }
-                    guard accessibility.isAvailable(in: storage.lockState) else {
-                        throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
-                    }
-                    item.attributes[Key.modificationDate] = .date(now)
-                    try tx.replace(item)
-                }
-                return []
+                try applyUpdate(plan, in: tx, config: config, authorized: authorized, skipped: skipped, report: &report)
             }
             if needed.isEmpty { return }
             for item in needed {
-                if try authorize(item, q, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
+                if try authorize(item, plan.query, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
             }
         }
         throw EngineError(Status.interactionNotAllowed, "the matching items kept changing during the update")
     }
 
+    /// Applies `plan` inside the transaction `tx`; returns the targets that still need an authentication
+    /// (nothing is changed then), or an empty list once every target was changed.
+    private func applyUpdate(_ plan: UpdatePlan, in tx: any StorageWriter, config: EngineConfiguration,
+                             authorized: Set<Int64>, skipped: Set<Int64>, report: inout OperationReport) throws -> [StoredItem] {
+        // Only rows read and authenticated are changed: damaged matches are left as they are
+        // (see performDelete), and only damaged matches fail with errSecDecode.
+        let found = try matches(plan.query, in: tx, config: config, stopAfter: plan.limit)
+        report.damagedSkipped = found.damaged.count
+        let current = found.items
+        guard !current.isEmpty else { throw found.noMatchError }
+        let targets = skipped.isEmpty ? current : current.filter { !skipped.contains($0.rowID) }
+        guard !targets.isEmpty else { throw EngineError.itemNotFound }
+        if plan.changesSecret && config.enforcesAccessControl {
+            let pending = targets.filter { !authorized.contains($0.rowID) && ($0.accessControl?.flags.requiresAuthentication ?? false) }
+            if !pending.isEmpty { return pending }
+        }
+        let now = config.now()
+        for item in targets { try tx.replace(try updated(item, with: plan.changes, now: now)) }
+        return []
+    }
+
+    /// `item` with `c`'s changes applied and a new modification date.
+    private func updated(_ original: StoredItem, with c: ParsedQuery, now: Date) throws -> StoredItem {
+        var item = original
+        for (key, value) in c.attributes { item.attributes[key] = value }
+        if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
+        if let data = c.valueData { item.secret = data }
+        if let ac = c.accessControl {
+            item.accessControl = ac
+            item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
+            if ac.flags.contains(.biometryCurrentSet) {
+                item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
+            }
+        }
+        if let a = c.accessibility {
+            item.attributes[Key.accessible] = .string(a.rawValue)
+            if item.accessControl != nil { item.accessControl?.accessibility = a }
+        }
+        let accessibility = item.accessibility
+        if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
+            throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
+        }
+        guard accessibility.isAvailable(in: storage.lockState) else {
+            throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
+        }
+        item.attributes[Key.modificationDate] = .date(now)
+        return item
+    }
+
+    // MARK: - Add or update
+
+    /// Whether ``addOrUpdate(_:matching:with:)`` added the item or updated an existing one.
+    public enum SaveOutcome: Sendable, Hashable {
+        /// No item had the primary key: the item was added.
+        case added
+        /// An item had the primary key: the items matching the query were updated.
+        case updated
+    }
+
+    /// Adds an item or, when one with its primary key exists, updates the items that match `query`: the
+    /// add-or-update of careful keychain code (never delete-then-add), as one call.
+    ///
+    /// The outcome is exactly that of `add(attributes)` followed, on `errSecDuplicateItem`, by
+    /// `update(query, with: changes)`, with the same errors. Without hooks both steps run in one storage
+    /// transaction (an upsert by primary key), unless a target needs an authentication, which never happens
+    /// inside a transaction. With hooks, they see the two operations as before: an add (failing with
+    /// `errSecDuplicateItem` when the item exists), then an update.
+    ///
+    /// - Parameters:
+    ///   - attributes: the item to add, as for ``add(_:)``.
+    ///   - query: the items to update when the item exists, as for ``update(_:with:)``.
+    ///   - changes: the attributes and secret to update.
+    /// - Returns: whether the item was added or updated.
+    /// - Throws: ``EngineError`` with the codes of ``add(_:)`` and ``update(_:with:)``.
+    /// - Important: The existing item is updated in place (its creation date is kept), never deleted.
+    @discardableResult
+    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws -> SaveOutcome {
+        if !hooks.current.isEmpty {
+            do {
+                try add(attributes)
+                return .added
+            } catch let error as EngineError where error.status == Status.duplicateItem {
+                try update(query, with: changes)
+                return .updated
+            }
+        }
+        do {
+            return try performAddOrUpdate(attributes, query, changes)
+        } catch {
+            throw Self.engineError(error)
+        }
+    }
+
+    /// Signals, out of a transaction, that an update target needs an authentication first.
+    private struct NeedsAuthentication: Error {}
+
+    private func performAddOrUpdate(_ attributes: KeychainQuery, _ query: KeychainQuery, _ changes: KeychainQuery) throws -> SaveOutcome {
+        let config = configuration
+        let (_, item) = try prepareAdd(attributes, config)
+        var report = OperationReport()
+        do {
+            return try storage.write { tx -> SaveOutcome in
+                var plan: UpdatePlan?
+                let outcome = try tx.upsert(item) { existing in
+                    // The update query names exactly this row's primary key: change it in place.
+                    let p = try prepareUpdate(query, changes, config)
+                    plan = p
+                    guard Self.pinsPrimaryKey(p.query, of: item, config: config) else { return nil }
+                    guard case .item(let old) = existing else {
+                        if case .unreadable(_, _, let error) = existing, error.status == Status.interactionNotAllowed { throw error }
+                        return nil  // Damaged: left to the general update below, which reports it.
+                    }
+                    guard Self.integrityProblem(old, q: p.query, constraints: Self.primaryKeyConstraints(of: item),
+                                                schema: ClassSchema.of(item.itemClass)) == nil,
+                          Self.item(old, matches: Self.wanted(p.query), schema: ClassSchema.of(item.itemClass),
+                                    caseInsensitive: p.query.caseInsensitive, accessGroups: config.accessGroups) else { return nil }
+                    guard old.accessibility.isAvailable(in: storage.lockState) else {
+                        throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(storage.lockState.rawValue)")
+                    }
+                    if p.changesSecret && config.enforcesAccessControl && (old.accessControl?.flags.requiresAuthentication ?? false) {
+                        throw NeedsAuthentication()
+                    }
+                    return try updated(old, with: p.changes, now: config.now())
+                }
+                switch outcome {
+                case .inserted: return .added
+                case .replaced: return .updated
+                case .kept:
+                    // The update query may match more than this row (no access group named, …), or the row
+                    // did not qualify: run the general update in the same transaction.
+                    let p = try plan ?? prepareUpdate(query, changes, config)
+                    let needed = try applyUpdate(p, in: tx, config: config, authorized: [], skipped: [], report: &report)
+                    if !needed.isEmpty { throw NeedsAuthentication() }
+                    return .updated
+                }
+            }
+        } catch is NeedsAuthentication {
+            var report = OperationReport()
+            try performUpdate(query, changes, &report)
+            return .updated
+        }
+    }
+
+    /// The attributes a query asks for, with the implicit `sync` Apple's server adds.
+    private static func wanted(_ q: ParsedQuery) -> [String: AttributeValue] {
+        var wanted = q.attributes
+        switch q.sync {
+        // Apple's server adds sync = false to a query without kSecAttrSynchronizable, unless it names a
+        // persistent reference (SecDbQuery.c, query_create_with_limit).
+        case .none: if q.persistentReference == nil { wanted[Key.synchronizable] = .bool(false) }
+        case .some(.none): break
+        case .some(.some(let b)): wanted[Key.synchronizable] = .bool(b)
+        }
+        return wanted
+    }
+
+    /// Whether the update query `q` can match no row but the one with `item`'s primary key: it names every
+    /// primary-key attribute, with `item`'s values, case-sensitively, and no persistent reference.
+    private static func pinsPrimaryKey(_ q: ParsedQuery, of item: StoredItem, config: EngineConfiguration) -> Bool {
+        guard q.persistentReference == nil, q.itemClass == item.itemClass, !q.caseInsensitive else { return false }
+        let wanted = Self.wanted(q)
+        if case .entitled(let groups) = config.accessGroups, groups.isEmpty { return false }
+        let schema = ClassSchema.of(item.itemClass)
+        for key in schema.primaryKey {
+            guard let value = wanted[key], value == (item.attributes[key] ?? schema.attributes[key]!.type.emptyValue) else { return false }
+        }
+        if let group = wanted[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) { return false }
+        return true
+    }
+
     // MARK: - Delete
 
-    private func performDelete(_ query: KeychainQuery) throws {
+    private func performDelete(_ query: KeychainQuery, _ report: inout OperationReport) throws {
         let config = configuration
         let q = try ParsedQuery(query, for: .delete)
         if q.limitGiven && q.limit != .all { throw EngineError.param("SecItemDelete takes no match limit: it deletes every match") }
         if q.hasReturnKeys { throw EngineError.param("SecItemDelete takes no return keys") }
+        // Keystone never deletes (or changes) a row it could not read and authenticate. A storage's index
+        // columns (the digests it searches by) are not authenticated: trusting them would let someone who
+        // swaps one make `delete account a` delete item b. So damaged matches are skipped and logged, the
+        // readable ones deleted; if only damaged rows match, the delete fails with errSecDecode and the
+        // caller learns something is there.
+        //
+        // Apple differs: its query loop schedules an asynchronous delete of an item that fails to decode
+        // (SecItemDb.c, s3dl_query_row → deleteCorruptedItemAsync), and SecDbItemInsertOrReplace (SecDbItem.c)
+        // replaces a corrupt row holding the new item's primary key as if it were not there. Keystone
+        // deliberately leaves data it cannot read in place: only an explicit repair tool may remove it.
         try storage.write { tx in
-            let items = try matches(q, in: tx, config: config).items
-            guard !items.isEmpty else { throw EngineError.itemNotFound }
-            for item in items { try tx.delete(in: item.itemClass, rowID: item.rowID) }
+            let found = try matches(q, in: tx, config: config)
+            report.damagedSkipped = found.damaged.count
+            guard !found.items.isEmpty else { throw found.noMatchError }
+            for item in found.items { try tx.delete(in: item.itemClass, rowID: item.rowID) }
         }
     }
 }

@@ -77,9 +77,12 @@ public protocol StorageReader {
     /// The rows of `itemClass` whose attributes equal every value in `constraints`.
     ///
     /// Contract:
-    /// - `constraints` holds only primary-key attributes of the class (the engine checks every other
-    ///   attribute itself), and the storage must honour all of them: every returned row, readable or
-    ///   not, has exactly these values. Rows lacking a constraint attribute count as holding its empty value.
+    /// - `constraints` holds only primary-key attributes of the class, and the storage must honour all of
+    ///   them: every returned row, readable or not, has exactly these values. Rows lacking a constraint
+    ///   attribute count as holding its empty value. The engine does not trust this: it checks every query
+    ///   attribute again on every readable row, and treats a row contradicting a constraint as damaged
+    ///   (`errSecDecode`: never returned, changed or deleted). A storage whose index columns are not
+    ///   authenticated must therefore return a row it cannot authenticate as unreadable, never as readable.
     /// - Lookups must use an index: with the full primary key, the cost must not grow with the table.
     /// - Rows that fail an integrity check are returned as ``Candidate/unreadable(itemClass:rowID:error:)``,
     ///   never as garbage and never silently dropped.
@@ -123,6 +126,52 @@ public protocol StorageWriter: StorageReader {
 
     /// Removes the row; removing a row that is not there is not an error.
     func delete(in itemClass: ItemClass, rowID: Int64) throws
+
+    /// Inserts `item`, or, when a row of its class has its primary key, replaces that row with what
+    /// `merge` makes of it: an insert-or-replace by primary key, in this transaction.
+    ///
+    /// Contract:
+    /// - `merge` is called at most once, with the row holding `item`'s primary key, readable or not
+    ///   (a storage never decides on its own to overwrite a row it could not read).
+    /// - When `merge` returns a row, it replaces the existing row under the existing row id (as
+    ///   ``replace(_:)`` does, so a changed primary key that collides fails with `errSecDuplicateItem`);
+    ///   when it returns nil, nothing is written. When it throws, nothing is written and the error propagates.
+    /// - The lookup must use the primary-key index: the cost must not grow with the table.
+    ///
+    /// - Returns: what happened, with the row id inserted, replaced or kept.
+    func upsert(_ item: StoredItem, merge: (Candidate) throws -> StoredItem?) throws -> UpsertOutcome
+}
+
+/// What ``StorageWriter/upsert(_:merge:)`` did.
+public enum UpsertOutcome: Sendable, Hashable {
+    /// No row had the primary key: `item` was inserted with this row id.
+    case inserted(rowID: Int64)
+    /// The row with the primary key was replaced by what `merge` returned.
+    case replaced(rowID: Int64)
+    /// The row with the primary key was left as it was (`merge` returned nil).
+    case kept(rowID: Int64)
+}
+
+extension StorageWriter {
+    /// Looks the primary key up with ``StorageReader/candidates(in:matching:)``, then inserts or replaces:
+    /// storages with a native upsert override it.
+    public func upsert(_ item: StoredItem, merge: (Candidate) throws -> StoredItem?) throws -> UpsertOutcome {
+        let schema = ClassSchema.of(item.itemClass)
+        var key: [String: AttributeValue] = [:]
+        for attribute in schema.primaryKey { key[attribute] = item.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue }
+        guard let existing = try candidates(in: item.itemClass, matching: key).first else {
+            return .inserted(rowID: try insert(item))
+        }
+        let rowID: Int64
+        switch existing {
+        case .item(let row): rowID = row.rowID
+        case .unreadable(_, let id, _): rowID = id
+        }
+        guard var replacement = try merge(existing) else { return .kept(rowID: rowID) }
+        replacement.rowID = rowID
+        try replace(replacement)
+        return .replaced(rowID: rowID)
+    }
 }
 
 /// Where a keychain keeps its rows: memory, an encrypted file, the Secret Service.

@@ -14,6 +14,14 @@ public protocol KeychainItem: Sendable, Hashable, CustomStringConvertible {
     /// The class and primary-key attributes identifying this item (without access group and sync,
     /// which ``Keychain`` adds from the item and its options).
     var identifyingAttributes: KeychainQuery { get }
+    /// The identity compiled once for the engine's fast path, or nil when the item has no such form.
+    ///
+    /// The default compiles ``identifyingAttributes``.
+    var compiledKey: CompiledItemKey? { get }
+}
+
+extension KeychainItem {
+    public var compiledKey: CompiledItemKey? { CompiledItemKey(identifyingAttributes) }
 }
 
 /// A generic password (`kSecClassGenericPassword`): a secret stored under a service and an account.
@@ -56,6 +64,9 @@ public struct GenericPassword: KeychainItem {
     public var identifyingAttributes: KeychainQuery {
         [Key.class: .string(ItemClass.genericPassword.rawValue), Key.service: .string(service), Key.account: .string(account)]
     }
+
+    /// Service and account, compiled without building ``identifyingAttributes``.
+    public var compiledKey: CompiledItemKey? { CompiledItemKey(genericPasswordService: service, account: account) }
 
     /// The item with another account, same service and access group.
     public func withAccount(_ account: String) -> GenericPassword {

@@ -77,20 +77,39 @@ public struct Keychain: Sendable {
     ///   a protected secret), `errSecParam` (synchronizable with a ThisDeviceOnly accessibility).
     public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
         let options = options ?? self.options
-        var attributes = identity(of: item, options)
-        attributes[Key.valueData] = .data(data)
-        for (key, value) in Self.storedAttributes(options) { attributes[key] = value }
-        do {
-            _ = try store.add(attributes)
-            return
-        } catch let error where KeychainError.duplicateItem ~= error {
-            // The item exists: update it in place (never delete-then-add).
-        } catch {
-            throw KeychainError(converting: error)
+        if options.accessControl == nil, let engine = Self.engine(behind: store), let key = item.compiledKey {
+            // The engine's compiled path: the same rules as add-or-update, without building dictionaries
+            // (unless hooks observe it: then they get the queries the SecItem path would pass).
+            let outcome = try run {
+                try engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                                               synchronizable: options.synchronizable, accessibility: options.accessibility,
+                                               label: options.label, comment: options.comment) {
+                    self.saveQueries(data, for: item, options)
+                }
+            }
+            if case .done = outcome { return }
         }
-        var changes = Self.storedAttributes(options)
+        let (attributes, query, changes) = saveQueries(data, for: item, options)
+        // One store call: add, or on errSecDuplicateItem update in place (never delete-then-add).
+        try run { try store.addOrUpdate(attributes, matching: query, with: changes) }
+    }
+
+    /// The engine under `store`, when it is one (``EngineBackedStore``): the compiled path's.
+    static func engine(behind store: any KeychainStore) -> KeychainEngine? {
+        if let engine = store as? KeychainEngine { return engine }
+        return (store as? any EngineBackedStore)?.engine
+    }
+
+    /// A save's add attributes, update query and changes.
+    func saveQueries(_ data: Data, for item: some KeychainItem, _ options: ItemOptions) -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery) {
+        let identity = identity(of: item, options)
+        let stored = Self.storedAttributes(options)
+        var attributes = identity
+        attributes[Key.valueData] = .data(data)
+        for (key, value) in stored { attributes[key] = value }
+        var changes = stored
         changes[Key.valueData] = .data(data)
-        try run { try store.update(authenticated(identity(of: item, options)), with: changes) }
+        return (attributes, authenticated(identity), changes)
     }
 
     /// Saves `string` as the UTF-8 secret of `item` (add, or update when it exists).
@@ -125,12 +144,23 @@ public struct Keychain: Sendable {
     ///   intact), `errSecUserCanceled`, `errSecAuthFailed`, `errSecMissingEntitlement`.
     /// - Important: Never delete the item because this throws: only nil means "absent".
     public func data(for item: some KeychainItem) throws -> Data? {
-        var query = identity(of: item, options)
-        query[Key.returnData] = .bool(true)
-        query[Key.matchLimit] = .string(Key.matchLimitOne)
+        if let engine = Self.engine(behind: store), let key = item.compiledKey {
+            // The engine's compiled path: the same rules as copyMatching, without building dictionaries
+            // (unless hooks observe it: then they get the query the SecItem path would pass).
+            do {
+                if case .done(let data) = try engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
+                                                                             synchronizable: options.synchronizable, observedQuery: { self.readQuery(item) }) {
+                    return data
+                }
+            } catch let error where KeychainError.itemNotFound ~= error {
+                return nil
+            } catch {
+                throw KeychainError(converting: error)
+            }
+        }
         let result: ItemResult?
         do {
-            result = try store.copyMatching(authenticated(query))
+            result = try store.copyMatching(readQuery(item))
         } catch let error where KeychainError.itemNotFound ~= error {
             return nil
         } catch {
@@ -172,6 +202,14 @@ public struct Keychain: Sendable {
         } catch {
             throw KeychainError(code: .decodingFailed, reason: "could not decode \(Value.self)")
         }
+    }
+
+    /// The query reading `item`'s secret: identity, `kSecReturnData`, limit One, authentication keys.
+    func readQuery(_ item: some KeychainItem) -> KeychainQuery {
+        var query = identity(of: item, options)
+        query[Key.returnData] = .bool(true)
+        query[Key.matchLimit] = .string(Key.matchLimitOne)
+        return authenticated(query)
     }
 
     /// Whether `item` exists. Reads attributes only: never prompts, never reads the secret.

@@ -53,9 +53,54 @@ public protocol KeychainStore: Sendable {
     /// - Throws: ``KeychainError`` with `errSecItemNotFound`, `errSecParam`, `errSecInteractionNotAllowed`,
     ///   `errSecMissingEntitlement`.
     func delete(_ query: KeychainQuery) throws
+
+    /// Adds `attributes` or, when an item with its primary key exists (`errSecDuplicateItem`), updates the
+    /// items matching `query` with `changes`: what ``Keychain``'s save does, in one call.
+    ///
+    /// The default implementation calls ``add(_:)`` and, on `errSecDuplicateItem`, ``update(_:with:)``.
+    /// `KeychainEngine` does both in one storage transaction.
+    ///
+    /// - Throws: ``KeychainError`` (or `EngineError`) with the codes of ``add(_:)`` and ``update(_:with:)``.
+    /// - Important: Never implement it as delete-then-add: the existing item must be updated in place.
+    func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws
+}
+
+extension KeychainStore {
+    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
+        do {
+            _ = try add(attributes)
+        } catch let error where KeychainError.duplicateItem ~= error {
+            // The item exists: update it in place (never delete-then-add).
+            try update(query, with: changes)
+        }
+    }
 }
 
 /// The engine is a store as it is: its `add`, `copyMatching`, `update(_:with:)` and `delete` are the
 /// four operations. They throw `EngineError`, which ``Keychain`` converts to ``KeychainError``
 /// (same status and reason), and which `catch KeychainError.itemNotFound` patterns also match.
-extension KeychainEngine: KeychainStore {}
+/// A store that is a `KeychainEngine` underneath, whose compiled typed path ``Keychain`` may use:
+/// `KeychainEngine` itself and `InMemoryKeychain`.
+///
+/// ``Keychain`` then saves and reads through `KeychainEngine.compiledSave` and `compiledSecret`: the same
+/// SecItem rules without building dictionaries. Hooks on the engine (an `InMemoryKeychain`'s call log and
+/// injected failures) still see each save as an add and, when the item exists, an update, and each read as
+/// a copy, with the queries the SecItem path would have passed.
+public protocol EngineBackedStore: KeychainStore {
+    /// The engine whose operations the store's are.
+    var engine: KeychainEngine { get }
+}
+
+extension KeychainEngine: EngineBackedStore {
+    /// The engine itself.
+    public var engine: KeychainEngine { self }
+}
+
+extension KeychainEngine: KeychainStore {
+    /// The engine's one-transaction add-or-update (`KeychainEngine.addOrUpdate(_:matching:with:)`).
+    ///
+    /// - Throws: `EngineError` with the codes of ``add(_:)`` and ``update(_:with:)``.
+    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
+        let _: KeychainEngine.SaveOutcome = try addOrUpdate(attributes, matching: query, with: changes)
+    }
+}

@@ -15,6 +15,12 @@ if CommandLine.arguments.contains("--profile-typed") {
     runTypedBenchmarks(&scratch, n: 200_000, payload: Data(repeating: 1, count: 32), baseline: 1)
     exit(0)
 }
+if CommandLine.arguments.contains("--profile-typed-scale") {
+    var scratch = Report()
+    runTypedScaleBenchmarks(&scratch, scale: 1, payload: Data(repeating: 1, count: 32))
+    scratch.print()
+    exit(0)
+}
 if CommandLine.arguments.contains("--profile-file-misses") {
     profileFileMisses()
     exit(0)

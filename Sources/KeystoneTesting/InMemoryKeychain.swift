@@ -19,7 +19,7 @@ import KeychainEngine
 /// Raw SecItem-style code can use ``engine`` directly. Operations throw ``KeychainError``.
 ///
 /// Thread safety: every control is behind a lock; the type is `Sendable`.
-public final class InMemoryKeychain: KeychainStore, Sendable {
+public final class InMemoryKeychain: EngineBackedStore, Sendable {
     /// What kind of device the keychain plays.
     public enum DeviceProfile: String, Sendable, Hashable, CaseIterable {
         /// A device: access control is enforced (prompts happen) and the Secure Enclave is available.
@@ -86,6 +86,14 @@ public final class InMemoryKeychain: KeychainStore, Sendable {
     /// - Throws: ``KeychainError`` (see ``KeychainStore/delete(_:)``), or an injected failure.
     public func delete(_ query: KeychainQuery) throws {
         try convert { try engine.delete(query) }
+    }
+
+    /// Add-or-update with the engine's rules: the call log and injected failures see an add, then (when the
+    /// item exists) an update, as with separate calls.
+    ///
+    /// - Throws: ``KeychainError`` (see ``KeychainStore/addOrUpdate(_:matching:with:)``), or an injected failure.
+    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
+        try convert { let _: KeychainEngine.SaveOutcome = try engine.addOrUpdate(attributes, matching: query, with: changes) }
     }
 
     private func convert<T>(_ body: () throws -> T) throws -> T {

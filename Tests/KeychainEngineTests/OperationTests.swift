@@ -205,4 +205,40 @@ struct OperationTests {
         let all = try f.engine.copyMatching(genp("svc", nil, [Key.matchLimit: .string(Key.matchLimitAll), Key.returnAttributes: .bool(true)]))
         #expect(all?.array?.count == 200)
     }
+
+    @Test("addOrUpdate adds, then updates in place: the creation date is kept and every item the query matches changes, as add then update would")
+    func addOrUpdate() throws {
+        let f = Fixture()
+        try f.engine.add(genp("svc", "a", [Key.accessGroup: .string("other"), Key.valueData: secret("other")]))
+        let add = genp("svc", "a", [Key.valueData: secret("one")])
+        #expect(try f.engine.addOrUpdate(add, matching: genp("svc", "a"), with: [Key.valueData: secret("one")]) == .added)
+        let created = try f.engine.copyMatching(genp("svc", "a", [Key.accessGroup: .string("default"), Key.returnAttributes: .bool(true)]))?
+            .attributes?[Key.creationDate]
+        f.clock.advance(60)
+        #expect(try f.engine.addOrUpdate(add, matching: genp("svc", "a"), with: [Key.valueData: secret("two")]) == .updated)
+        let all = try f.engine.copyMatching(genp("svc", "a", [Key.returnAttributes: .bool(true), Key.returnData: .bool(true),
+                                                              Key.matchLimit: .string(Key.matchLimitAll)]))?.array ?? []
+        #expect(all.count == 2)
+        #expect(all.allSatisfy { $0.attributes?[Key.valueData] == secret("two") })
+        let dflt = all.first { $0.attributes?[Key.accessGroup] == .string("default") }?.attributes
+        #expect(dflt?[Key.creationDate] == created)
+        #expect(dflt?[Key.modificationDate] == .date(f.clock.now))
+        // Naming the group pins the primary key: only that item changes.
+        let pinned = genp("svc", "a", [Key.accessGroup: .string("default")])
+        #expect(try f.engine.addOrUpdate(pinned, matching: pinned, with: [Key.valueData: secret("three")]) == .updated)
+        #expect(try f.engine.secretString(genp("svc", "a", [Key.accessGroup: .string("other")])) == "two")
+        #expect(try f.engine.secretString(pinned) == "three")
+        #expect(f.storage.count == 2)
+    }
+
+    @Test("addOrUpdate fails as add then update would: a parameter error from the changes, nothing written")
+    func addOrUpdateErrors() throws {
+        let f = Fixture()
+        let add = genp("svc", "a", [Key.valueData: secret("one")])
+        try f.engine.add(add)
+        #expect(status { try f.engine.addOrUpdate(add, matching: genp("svc", "a"), with: [Key.class: .string("genp")]) } == Status.param)
+        #expect(status { try f.engine.addOrUpdate(genp("svc", "b", [Key.accessible: .string("nope")]), matching: genp("svc", "b"), with: [:]) } == Status.param)
+        #expect(try f.engine.secretString(genp("svc", "a")) == "one")
+        #expect(f.storage.count == 1)
+    }
 }

@@ -123,6 +123,36 @@ struct StorageContractTests {
         _ = try storage.write { try $0.insert(row("svc", "a")) }  // the key is free again
     }
 
+    @Test("upsert inserts a new primary key, replaces an existing one under its row id, keeps it on nil, and writes nothing when merge throws",
+          arguments: Backend.all)
+    func upsert(_ backend: Backend) throws {
+        let storage = try backend.make()
+        let inserted = try storage.write { try $0.upsert(row("svc", "a", secret: "one")) { _ in
+            Issue.record("merge called without an existing row"); return nil
+        } }
+        guard case .inserted(let id) = inserted else { Issue.record("expected an insert, got \(inserted)"); return }
+        var seen: [Int64] = []
+        let replaced = try storage.write { try $0.upsert(row("svc", "a", secret: "ignored")) { existing in
+            guard case .item(var old) = existing else { return nil }
+            seen.append(old.rowID)
+            old.secret = Data("two".utf8)
+            return old
+        } }
+        #expect(replaced == .replaced(rowID: id))
+        #expect(seen == [id])
+        let kept = try storage.write { try $0.upsert(row("svc", "a", secret: "three")) { _ in nil } }
+        #expect(kept == .kept(rowID: id))
+        #expect(throws: Failure.self) {
+            try storage.write { tx in
+                _ = try tx.upsert(row("svc", "b", secret: "B")) { _ in nil }
+                _ = try tx.upsert(row("svc", "a", secret: "four")) { _ in throw Failure() }
+            }
+        }
+        let rows = try storage.read { items(try $0.candidates(in: .genericPassword, matching: [Key.service: .string("svc")])) }
+        #expect(rows.map(\.rowID) == [id])
+        #expect(rows.first?.secret == Data("two".utf8))
+    }
+
     @Test("concurrent read-modify-write transactions lose no update", arguments: Backend.all)
     func noLostUpdate(_ backend: Backend) async throws {
         let storage = try backend.make()
