@@ -453,11 +453,16 @@ public final class KeychainEngine: Sendable {
         // an item that fails to decode. Unlike Apple, Keystone does not stop at the first row with limit
         // One (Apple's SELECT says LIMIT 1): a damaged first row does not hide a readable one after it.
         // Unlike Apple, which then reports errSecItemNotFound, only damaged matches fail with errSecDecode.
-        let found = try storage.read { try matches(q, in: $0, config: config, stopAfter: stopAfter) }
+        var found = try storage.read { try matches(q, in: $0, config: config, stopAfter: stopAfter) }
         report.damagedSkipped = found.damaged.count
         guard !found.items.isEmpty else { throw found.noMatchError }
         var results: [ItemResult] = []
-        for item in found.items {
+        results.reserveCapacity(min(found.items.count, limit ?? found.items.count))
+        // Consume the rows as their results are made, so a large result never holds both at once.
+        var items = found.items
+        found.items = []
+        items.reverse()
+        while let item = items.popLast() {
             if let limit, results.count >= limit { break }
             if q.returnData {
                 guard try authorize(item, q, operation: "copy", config: config) else { continue }
