@@ -98,7 +98,8 @@ public struct KeychainDiagnosis: Sendable {
             do {
                 let report = try file.verify()
                 if report.damaged.isEmpty {
-                    add(.ok, "items", "\(report.readable) items readable" + (report.locked > 0 ? ", \(report.locked) not readable while locked" : ""))
+                    add(.ok, "items", "\(report.readable) item\(report.readable == 1 ? "" : "s") readable"
+                        + (report.locked > 0 ? ", \(report.locked) not readable while locked" : ""))
                 } else {
                     let rows = report.damaged.prefix(20).map { "\($0.itemClass.rawValue) row \($0.rowID)" }.joined(separator: ", ")
                     add(.problem, "items", "\(report.damaged.count) damaged items (errSecDecode on every read): \(rows)",
