@@ -49,6 +49,14 @@ struct KeychainFileAttackTests {
         return (path, engine)
     }
 
+    /// Swaps the account-digest columns of rows 1 and 2 (the attack, with plain SQL and no password).
+    func swapAccountDigests(_ path: String) throws {
+        let a = try #require(rawColumn(path, "genp", "d_acct", rowID: 1))
+        let b = try #require(rawColumn(path, "genp", "d_acct", rowID: 2))
+        setColumn(path, "genp", "d_acct", rowID: 1, b)
+        setColumn(path, "genp", "d_acct", rowID: 2, a)
+    }
+
     func reopen(_ path: String) throws -> KeychainEngine {
         let file = try KeychainFile.open(at: path)
         if file.lockState != .unlocked { try file.unlock(password: "pw") }
@@ -84,10 +92,7 @@ struct KeychainFileAttackTests {
     @Test("a substituted account digest is errSecDecode for both rows, and the storage returns neither as an item")
     func substitutedAccountDigest() throws {
         let (path, _) = try twoItems()
-        let a = try #require(rawColumn(path, "genp", "d_acct", rowID: 1))
-        let b = try #require(rawColumn(path, "genp", "d_acct", rowID: 2))
-        setColumn(path, "genp", "d_acct", rowID: 1, b)
-        setColumn(path, "genp", "d_acct", rowID: 2, a)
+        try swapAccountDigests(path)
         let engine = try reopen(path)
         #expect(fileStatus { _ = try engine.secret("tam", "a") } == Status.decode)
         let candidates = try engine.storage.read { try $0.candidates(in: .genericPassword, matching: [:]) }
@@ -101,15 +106,11 @@ struct KeychainFileAttackTests {
     @Test("deleting by account never deletes the row whose digest was substituted")
     func deleteAfterSubstitution() throws {
         let (path, _) = try twoItems()
-        let a = try #require(rawColumn(path, "genp", "d_acct", rowID: 1))
-        let b = try #require(rawColumn(path, "genp", "d_acct", rowID: 2))
-        setColumn(path, "genp", "d_acct", rowID: 1, b)
-        setColumn(path, "genp", "d_acct", rowID: 2, a)
+        try swapAccountDigests(path)
         let engine = try reopen(path)
         _ = fileStatus { try engine.delete(genp("tam", "a")) }
         // Undo the tampering: both items are still there, intact.
-        setColumn(path, "genp", "d_acct", rowID: 1, a)
-        setColumn(path, "genp", "d_acct", rowID: 2, b)
+        try swapAccountDigests(path)
         let restored = try reopen(path)
         #expect(try restored.secret("tam", "b") == "secret-b")
         #expect(try restored.secret("tam", "a") == "secret-a")
