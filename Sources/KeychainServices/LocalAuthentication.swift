@@ -174,18 +174,21 @@ public final class LAContext: NSObject, @unchecked Sendable {
 
     /// Asks the default keychain engine's authenticator; a success is recorded on this context.
     ///
-    /// As on Apple platforms, `reply` runs on a private (global) queue, never on the caller's thread,
-    /// with `(true, nil)` or `(false, LAError)`.
+    /// As on Apple platforms, `reply` runs on a private thread, never on the caller's thread, with `(true, nil)`
+    /// or `(false, LAError)`. The evaluation, which waits for a person, has a thread of its own: several waiting
+    /// prompts never hold dispatch's or Swift's shared worker threads.
     public func evaluatePolicy(_ policy: LAPolicy, localizedReason: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void) {
-        DispatchQueue.global(qos: .userInitiated).async {
+        let thread = Thread {
             let error = self.evaluate(policy, reason: localizedReason)
             reply(error == nil, error)
         }
+        thread.name = "keystone.evaluate-policy"
+        thread.start()
     }
 
     /// Asks the default keychain engine's authenticator; a success is recorded on this context.
     ///
-    /// The authenticator (which may wait for the user) runs on a global queue, not on a Swift
+    /// The authenticator (which may wait for the user) runs on a thread of its own, not on a Swift
     /// concurrency thread.
     ///
     /// - Returns: true (a failure throws).

@@ -53,6 +53,13 @@ public struct IsolatedKeychain: Sendable {
         if let memory, memory.lockState != .unlocked { memory.lockState = .unlocked }
         try keychain.deleteAll(service: service)
     }
+
+    /// ``cleanUp()`` for async code: the deletion (file I/O with the system keychain) runs on a thread of its own,
+    /// never on Swift's cooperative pool. Failures are ignored, as the synchronous scopes ignore them.
+    func cleanUpOffThePool() async {
+        if let memory, memory.lockState != .unlocked { memory.lockState = .unlocked }
+        _ = try? await keychain.deleteAll(service: service)
+    }
 }
 
 /// Runs `body` with a fresh isolated keychain (also as ``IsolatedKeychain/current``), then deletes
@@ -80,8 +87,14 @@ public func withIsolatedKeychain<Result>(_ backend: IsolatedKeychain.Backend = .
 public func withIsolatedKeychain<Result>(_ backend: IsolatedKeychain.Backend = .inMemory(),
                                          _ body: (IsolatedKeychain) async throws -> Result) async rethrows -> Result {
     let isolated = IsolatedKeychain(backend)
-    defer { try? isolated.cleanUp() }
-    return try await IsolatedKeychain.$current.withValue(isolated) { try await body(isolated) }
+    do {
+        let result = try await IsolatedKeychain.$current.withValue(isolated) { try await body(isolated) }
+        await isolated.cleanUpOffThePool()
+        return result
+    } catch {
+        await isolated.cleanUpOffThePool()
+        throw error
+    }
 }
 
 #if canImport(Testing)
@@ -114,8 +127,13 @@ public struct IsolatedKeychainTrait: TestTrait, SuiteTrait, TestScoping {
     public func provideScope(for test: Test, testCase: Test.Case?,
                              performing function: @Sendable () async throws -> Void) async throws {
         let isolated = IsolatedKeychain(backend)
-        defer { try? isolated.cleanUp() }
-        try await IsolatedKeychain.$current.withValue(isolated) { try await function() }
+        do {
+            try await IsolatedKeychain.$current.withValue(isolated) { try await function() }
+        } catch {
+            await isolated.cleanUpOffThePool()
+            throw error
+        }
+        await isolated.cleanUpOffThePool()
     }
 }
 
