@@ -160,55 +160,47 @@ func runFileChild(_ arguments: [String]) -> Bool {
     return true
 }
 
+/// The `keystone` binary built next to this one, if any.
+var keystoneBinary: String? {
+    let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("keystone").path
+    return FileManager.default.isExecutableFile(atPath: binary) ? binary : nil
+}
+
+/// Runs `path` with `arguments`, `input` on standard input and output discarded; returns the wall time and status.
+func timedRun(_ path: String, _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:]) -> (ns: Double, status: Int32) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
+    let stdin = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    let start = now()
+    guard (try? process.run()) != nil else { return (0, -1) }
+    if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+    try? stdin.fileHandleForWriting.close()
+    process.waitUntilExit()
+    return (Double(now() - start), process.terminationStatus)
+}
+
 /// Wall time of `keystone dump-keychain` over the keychain at `path` (password "bench"), output discarded.
 func timeDump(path: String) -> String {
-    let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("keystone").path
-    guard FileManager.default.isExecutableFile(atPath: binary) else { return "skipped: build the keystone product in the same configuration" }
-    func run(_ arguments: [String], input: String?) -> (Double, Int32) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        let stdin = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let start = now()
-        guard (try? process.run()) != nil else { return (0, -1) }
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-        return (Double(now() - start), process.terminationStatus)
-    }
-    _ = run(["unlock-keychain", path], input: "bench\n")
-    let (ns, status) = run(["dump-keychain", path], input: nil)
+    guard let binary = keystoneBinary else { return "skipped: build the keystone product in the same configuration" }
+    _ = timedRun(binary, ["unlock-keychain", path], input: "bench\n")
+    let (ns, status) = timedRun(binary, ["dump-keychain", path])
     return status == 0 ? formatNanos(ns) : "failed (exit \(status))"
 }
 
 /// Wall time of `keystone find-generic-password -w`, against spawning `/bin/true`.
 func runCLIBenchmark(_ report: inout Report, dir: URL) {
-    let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("keystone").path
-    guard FileManager.default.isExecutableFile(atPath: binary) else {
+    guard let binary = keystoneBinary else {
         report.add("CLI find-generic-password -w", "skipped", "build the keystone product in the same configuration")
         return
     }
-    let keychain = dir.appendingPathComponent("cli.keychain-db").path
+    let environment = ["KEYSTONE_KEYCHAIN": dir.appendingPathComponent("cli.keychain-db").path]
     func run(_ path: String, _ arguments: [String], input: String? = nil) -> Double {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["KEYSTONE_KEYCHAIN"] = keychain
-        process.environment = environment
-        let stdin = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let start = now()
-        try? process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try? stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
-        return Double(now() - start)
+        timedRun(path, arguments, input: input, environment: environment).ns
     }
     _ = run(binary, ["add-generic-password", "-a", "alice", "-s", "bench", "-w"], input: "s3cret\n")
     var cli: [Double] = []
