@@ -15,13 +15,14 @@ struct KDFParameters: Codable, Hashable {
     var salt: Data
 
     /// What a header may hold: N a power of two in 2^10…2^22, r in 1…32, p in 1…16, a salt of 16…64 bytes,
-    /// and at most 1 GiB of scrypt memory (128·N·r·p).
+    /// and at most 256 MiB of scrypt memory (128·N·r·p; today's parameters use 32 MiB), so an edited header
+    /// cannot make an unlock exhaust memory.
     enum Limits {
         static let rounds = (1 << 10)...(1 << 22)
         static let blockSize = 1...32
         static let parallelism = 1...16
         static let saltLength = 16...64
-        static let memory = 1 << 30
+        static let memory = 1 << 28
     }
 
     /// Today's parameters: N = 2^15, r = 8, p = 1 (32 MiB, tens of milliseconds).
@@ -41,7 +42,7 @@ struct KDFParameters: Codable, Hashable {
         guard Limits.parallelism.contains(parallelism) else { throw bad("parallelism (p = \(parallelism))") }
         guard Limits.saltLength.contains(salt.count) else { throw bad("salt length (\(salt.count) bytes)") }
         // The ranges above keep this product far from overflow: at most 2^7 · 2^22 · 2^5 · 2^4 = 2^38.
-        guard 128 * rounds * blockSize * parallelism <= Limits.memory else { throw bad("memory (128·N·r·p over 1 GiB)") }
+        guard 128 * rounds * blockSize * parallelism <= Limits.memory else { throw bad("memory (128·N·r·p over 256 MiB)") }
     }
 
     /// Derives the key that wraps the master key.
