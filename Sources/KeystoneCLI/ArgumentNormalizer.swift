@@ -19,18 +19,28 @@ func normalize(_ arguments: [String], valueOptions: Set<Character>, promptOption
                 index += 1
                 continue
             }
-            if letters.count > 1, letters.allSatisfy({ $0.isLetter }), !valueOptions.contains(letters[0]) {
-                // Split `-lut` into `-l -u -t`; a value option ends the group (its value is the next argument
-                // or the rest of the group, as getopt reads `-t21600`).
+            // A group: letters up to its first value option (`-lu`, `-lut 21600`, `-lut21600`, `-Uw`).
+            let flagsEnd = letters.firstIndex(where: { valueOptions.contains($0) }).map { $0 + 1 } ?? letters.count
+            if letters.count > 1, letters[..<flagsEnd].allSatisfy({ $0.isLetter }), !valueOptions.contains(letters[0]) {
+                // Split `-lut` into `-l -u -t`; a value option ends the group (its value is the rest of the group,
+                // as getopt reads `-t21600`, else the next argument; a prompting option last of all prompts).
+                var consumed = 1
                 for (offset, letter) in letters.enumerated() {
-                    out.append("-\(letter)")
-                    if valueOptions.contains(letter) {
-                        let rest = String(letters[(offset + 1)...])
-                        if !rest.isEmpty { out.append(rest) }
-                        break
+                    guard valueOptions.contains(letter) else { out.append("-\(letter)"); continue }
+                    let rest = String(letters[(offset + 1)...])
+                    if !rest.isEmpty {
+                        out.append(contentsOf: ["-\(letter)", rest])
+                    } else if index + 1 < arguments.count {
+                        out.append(contentsOf: ["-\(letter)", arguments[index + 1]])
+                        consumed = 2
+                    } else if promptOptions.contains(letter) {
+                        out.append("--prompt-password")
+                    } else {
+                        out.append("-\(letter)")  // a missing value: ArgumentParser reports it
                     }
+                    break
                 }
-                index += 1
+                index += consumed
                 continue
             }
             if letters.count > 1, valueOptions.contains(letters[0]), letters.count > 1 {

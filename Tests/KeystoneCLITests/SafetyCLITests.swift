@@ -87,4 +87,13 @@ struct SafetyCLITests {
         #expect(set.status == (value.hasPrefix("-") ? 2 : Int32(UInt8(truncatingIfNeeded: -50))))
         #expect(try box.run("show-keychain-info", "k").stdout.contains("no-timeout"))
     }
+
+    @Test("option groups read as getopt reads them: -Uw last prompts, -Ua takes the next argument as its value")
+    func optionGroups() throws {
+        let box = Sandbox()
+        #expect(try box.run("add-generic-password", "-s", "svc", "-Ua", "alice", "-w", input: "first\n").status == 0)
+        #expect(try box.run("find-generic-password", "-a", "alice", "-s", "svc", "-w").stdout == "first\n")
+        #expect(try box.run("add-generic-password", "-a", "alice", "-s", "svc", "-Uw", input: "second\n").status == 0)
+        #expect(try box.run("find-generic-password", "-a", "alice", "-s", "svc", "-w").stdout == "second\n")
+    }
 }
