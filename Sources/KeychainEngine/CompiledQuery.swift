@@ -179,8 +179,7 @@ extension KeychainEngine {
     /// - Returns: `.done(outcome)`, or `.unsupported` (a storage other than ``MemoryStorage``, hooks and no
     ///   `observedAs`, or, without hooks, a target needing an authentication): nothing was changed; run
     ///   ``addOrUpdate(_:matching:with:)``.
-    /// - Throws: ``EngineError`` with `errSecParam` (synchronizable with a ThisDeviceOnly accessibility),
-    ///   `errSecAuthFailed` (no passcode for `akpu`), `errSecMissingEntitlement`, `errSecInteractionNotAllowed`,
+    /// - Throws: ``EngineError`` with `errSecAuthFailed` (no passcode for `akpu`), `errSecMissingEntitlement`, `errSecInteractionNotAllowed`,
     ///   `errSecItemNotFound` (the item went away between the add and the update), and with hooks, the codes
     ///   of ``update(_:with:)`` for targets needing an authentication.
     public func compiledSave(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
@@ -225,9 +224,6 @@ extension KeychainEngine {
         var resolvedGroup = ""
         if mode != .exists {
             // The add's checks, in the add's order (prepareAdd).
-            if sync && accessibility.isThisDeviceOnly {
-                throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-            }
             if accessibility == .whenPasscodeSetThisDeviceOnly && !config.passcodeSet {
                 throw EngineError(Status.authFailed, "whenPasscodeSetThisDeviceOnly needs a device passcode")
             }
@@ -267,9 +263,6 @@ extension KeychainEngine {
                 if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return .needsAuthentication }
             }
             // The update's own checks on the changed items (updated(_:with:now:)).
-            if sync && accessibility.isThisDeviceOnly {
-                throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-            }
             guard accessibility.isAvailable(in: lockState) else {
                 throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
             }

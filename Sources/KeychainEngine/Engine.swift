@@ -248,9 +248,9 @@ public final class KeychainEngine: Sendable {
         case .some(.none): throw EngineError.param("kSecAttrSynchronizableAny cannot be added; use true or false")
         case .some(.some(let b)): synchronizable = b
         }
-        if synchronizable && accessibility.isThisDeviceOnly {
-            throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-        }
+        // Synchronizable with a ThisDeviceOnly accessibility: Apple's documentation says the two do not go
+        // together, but the keychain accepts the item and reads it back with sync = true; it never leaves
+        // the device. Keystone does the same (there is nothing to leave to).
         if accessibility == .whenPasscodeSetThisDeviceOnly && !config.passcodeSet {
             throw EngineError(Status.authFailed, "whenPasscodeSetThisDeviceOnly needs a device passcode")
         }
@@ -484,7 +484,9 @@ public final class KeychainEngine: Sendable {
             for (key, value) in item.attributes where !key.hasPrefix("_") {
                 dictionary[key] = KeychainValue(value)
             }
-            if let ac = item.accessControl { dictionary[Key.accessControl] = .accessControl(ac) }
+            // Apple's result always carries an access control: for an item added with only kSecAttrAccessible,
+            // one with that protection class and no flags (SecDbKeychainItem.c makes one from `pdmn`).
+            dictionary[Key.accessControl] = .accessControl(item.accessControl ?? AccessControl(accessibility: item.accessibility, flags: []))
         }
         if q.returnData { dictionary[Key.valueData] = .data(data ?? Data()) }
         if q.returnPersistentRef { dictionary[Key.valuePersistentRef] = .data(item.persistentReference) }
@@ -591,10 +593,8 @@ public final class KeychainEngine: Sendable {
             item.attributes[Key.accessible] = .string(a.rawValue)
             if item.accessControl != nil { item.accessControl?.accessibility = a }
         }
+        // A synchronizable item may take a ThisDeviceOnly accessibility, as on Apple's keychain (see prepareAdd).
         let accessibility = item.accessibility
-        if item.attributes[Key.synchronizable]?.boolValue == true && accessibility.isThisDeviceOnly {
-            throw EngineError.param("a synchronizable item cannot have a ThisDeviceOnly accessibility")
-        }
         guard accessibility.isAvailable(in: storage.lockState) else {
             throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
         }

@@ -16,6 +16,14 @@ public enum Key {
     public static let creator = "crtr"
     public static let type = "type"
     public static let label = "labl"
+    /// `alis`: an alias (no public constant; Apple's schema has it for every class).
+    public static let alias = "alis"
+    /// `prot`: a protection blob of passwords (no public constant; kept as Apple's schema does).
+    public static let protection = "prot"
+    /// `cusi`: a password's custom-icon flag (no public constant).
+    public static let customIcon = "cusi"
+    /// `scrp`: a password's script code (no public constant).
+    public static let scriptCode = "scrp"
     public static let isInvisible = "invi"
     public static let isNegative = "nega"
     public static let account = "acct"

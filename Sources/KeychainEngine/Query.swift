@@ -144,6 +144,10 @@ struct ParsedQuery {
                 attributes[key] = try Self.coerce(value, to: column.type, key: key)
             }
         }
+        // Apple makes references (SecKey, SecCertificate, SecIdentity) for keys, certificates and identities
+        // only: for passwords kSecReturnRef adds nothing to the result (SecItem.c,
+        // SecItemCreateFromAttributeDictionary has no password case), so alone it asks for nothing.
+        if returnRef && (cls == .genericPassword || cls == .internetPassword) { returnRef = false }
         if let ref = persistentReference, ref.itemClass != cls {
             throw EngineError.param("kSecValuePersistentRef refers to another class")
         }
@@ -152,23 +156,40 @@ struct ParsedQuery {
     /// The four-character keys with rules of their own.
     static let specialAttributes: Set<String> = [Key.accessible, Key.accessControl, Key.synchronizable, Key.useDataProtectionKeychain]
 
-    /// Converts a dictionary value to the attribute's type, with the conversions Apple's server makes.
+    /// Converts a dictionary value to the attribute's type, with the conversions Apple's server makes
+    /// (SecDbItem.c: `copyBlob`, `copyString`, `copyData`, `copyNumber`, `copyDate`; the table on ``AttributeType``).
     static func coerce(_ value: KeychainValue, to type: AttributeType, key: String) throws -> AttributeValue {
         switch type {
+        case .blob:
+            // copyBlob: Data and String are kept as given; so is a number (a CFBoolean is not a CFNumber).
+            switch value {
+            case .string(let s): return .string(s)
+            case .data(let d): return .data(d)
+            case .number, .double: if let n = value.integerValue { return .number(n) }
+            default: break
+            }
         case .string:
+            // copyString: a String, or Data holding UTF-8.
             if let s = value.stringValue { return .string(s) }
-            if let n = value.integerValue, key == Key.keyClass || key == Key.keyType { return .string(String(n)) }
+            if let d = value.dataValue, let s = String(data: d, encoding: .utf8) { return .string(s) }
         case .data:
-            if let d = value.dataValue { return .data(d) }
-            if let s = value.stringValue { return .data(Data(s.utf8)) }
+            // copyData: Data, a String's UTF-8, or a number's 32-bit little-endian bytes.
+            switch value {
+            case .data(let d): return .data(d)
+            case .string(let s): return .data(Data(s.utf8))
+            case .number, .double:
+                if let n = value.integerValue {
+                    return .data(withUnsafeBytes(of: Int32(truncatingIfNeeded: n).littleEndian) { Data($0) })
+                }
+            default: break
+            }
         case .number:
             if let n = value.integerValue { return .number(n) }
             if let s = value.stringValue {
-                if let n = Int64(s) { return .number(n) }
-                let bytes = Array(s.utf8)
-                if bytes.count == 4 {  // A FourCharCode given as a string.
-                    return .number(bytes.reduce(0) { ($0 << 8) | Int64($1) })
-                }
+                // copyNumber: a string that prints back as the 32-bit integer it parses to is that number;
+                // any other string (a four-character code such as "aapl") is kept as the string.
+                if let n = Int32(s), String(n) == s { return .number(Int64(n)) }
+                return .string(s)
             }
         case .bool:
             if let b = value.boolValue { return .bool(b) }

@@ -1,9 +1,34 @@
 import Foundation
 
-/// The type of one attribute's values.
+/// The type of one attribute's values, with the conversions Apple's server makes when it parses a query
+/// (SecDbItem.c: `copyString`, `copyData`, `copyBlob`, `copyNumber`, `copyDate`).
+///
+/// | type | accepts | stores | compared by |
+/// |---|---|---|---|
+/// | ``blob`` | String, Data, a number | the value as given | its bytes (a string's UTF-8); a number by value |
+/// | ``string`` | String, Data holding UTF-8 | a String | its UTF-8 bytes |
+/// | ``data`` | Data, String (its UTF-8), a number (4 bytes, little-endian, as `copyData`) | Data | its bytes |
+/// | ``number`` | a number, a Boolean (0 or 1), a String | a number; a String that is not a plain decimal 32-bit integer stays a String | value and type |
+/// | ``bool`` | a Boolean or a number | a Boolean (non-zero is true) | value |
+/// | ``date`` | a Date | a Date | value |
+///
+/// Anything else is `errSecParam` (Apple: `errSecItemInvalidValue`, the same -50).
 public enum AttributeType: Sendable, Hashable {
+    /// Apple's `Blob` attributes (`acct`, `svce`, `gena`, `labl`, `alis`, `desc`, `icmt`, `prot`, `sdmn`, `srvr`,
+    /// `atyp`, `path`, `atag`): a caller may give a String or Data, and the keychain keeps the type it was
+    /// given and returns it. Apple's schema stores the SHA-1 digest of the value's bytes in the searchable
+    /// column (flag `S` in SecItemSchema.c), so matching and the primary key's uniqueness go by bytes: an
+    /// account given as `Data("alice".utf8)` finds, and collides with, the account `"alice"`. Missing at add
+    /// time, a primary-key blob is stored as empty Data (Apple's default for blobs). A number is accepted and
+    /// kept as a number, as Apple's `copyBlob` does; Keystone compares it with numbers only (Apple compares
+    /// its 4-byte form with strings and data too: a case no real code relies on).
+    case blob
     case string
     case data
+    /// Apple's `Number` attributes. A String is accepted, as Apple's `copyNumber` does: a plain decimal
+    /// 32-bit integer (`"42"`, `"-1"`) becomes that number; any other string (`"aapl"`, a four-character
+    /// code as older code passes for `kSecAttrCreator` or `kSecAttrType`) is stored and returned as the
+    /// String it was, and matches that String only.
     case number
     case bool
     case date
@@ -12,7 +37,7 @@ public enum AttributeType: Sendable, Hashable {
     public var emptyValue: AttributeValue {
         switch self {
         case .string: return .string("")
-        case .data: return .data(Data())
+        case .blob, .data: return .data(Data())
         case .number: return .number(0)
         case .bool: return .bool(false)
         case .date: return .date(Date(timeIntervalSinceReferenceDate: 0))
@@ -63,27 +88,29 @@ public struct ClassSchema: Sendable {
         primaryKey.map { attributes[$0] ?? self.attributes[$0]!.type.emptyValue }
     }
 
+    // The column types follow Apple's SecItemSchema.c (see ``AttributeType`` for what each accepts).
     private static let common: [(String, AttributeType)] = [
         (Key.accessible, .string), (Key.accessGroup, .string), (Key.creationDate, .date),
         (Key.modificationDate, .date), (Key.synchronizable, .bool), (Key.tokenID, .string),
-        (Key.label, .string),
+        (Key.label, .blob), (Key.alias, .blob),
     ]
 
     private static let passwordColumns: [(String, AttributeType)] = common + [
-        (Key.description, .string), (Key.comment, .string), (Key.creator, .number), (Key.type, .number),
-        (Key.isInvisible, .bool), (Key.isNegative, .bool), (Key.account, .string),
+        (Key.description, .blob), (Key.comment, .blob), (Key.creator, .number), (Key.type, .number),
+        (Key.isInvisible, .bool), (Key.isNegative, .bool), (Key.account, .blob), (Key.protection, .blob),
+        (Key.customIcon, .number), (Key.scriptCode, .number),
     ]
 
     static let genericPassword = ClassSchema(
         .genericPassword,
-        passwordColumns + [(Key.service, .string), (Key.generic, .data)],
+        passwordColumns + [(Key.service, .blob), (Key.generic, .blob)],
         primaryKey: [Key.account, Key.service, Key.accessGroup, Key.synchronizable])
 
     static let internetPassword = ClassSchema(
         .internetPassword,
         passwordColumns + [
-            (Key.securityDomain, .string), (Key.server, .string), (Key.protocol, .string),
-            (Key.authenticationType, .string), (Key.port, .number), (Key.path, .string),
+            (Key.securityDomain, .blob), (Key.server, .blob), (Key.protocol, .string),
+            (Key.authenticationType, .blob), (Key.port, .number), (Key.path, .blob),
         ],
         primaryKey: [Key.account, Key.securityDomain, Key.server, Key.protocol, Key.authenticationType,
                      Key.port, Key.path, Key.accessGroup, Key.synchronizable])
@@ -98,7 +125,7 @@ public struct ClassSchema: Sendable {
         primaryKey: [Key.certificateType, Key.issuer, Key.serialNumber, Key.accessGroup, Key.synchronizable])
 
     private static let keyColumns: [(String, AttributeType)] = [
-        (Key.keyClass, .number), (Key.applicationLabel, .data), (Key.applicationTag, .data),
+        (Key.keyClass, .number), (Key.applicationLabel, .data), (Key.applicationTag, .blob),
         (Key.creator, .number), (Key.keyType, .number), (Key.keySizeInBits, .number),
         (Key.effectiveKeySize, .number), (Key.startDate, .date), (Key.endDate, .date),
         (Key.isPermanent, .bool), (Key.isSensitive, .bool), (Key.isExtractable, .bool),

@@ -114,12 +114,70 @@ public struct AccessControl: Sendable, Hashable, Codable {
 }
 
 /// A stored attribute value, typed. The values of a keychain row.
+///
+/// A row keeps the type each value was given (a String account stays a String, a Data account stays Data),
+/// but equality follows the keychain's matching rule rather than Swift's:
+///
+/// - A string and a data value are equal when the string's UTF-8 bytes are the data, and two strings are
+///   equal when their UTF-8 bytes are (no Unicode normalisation: `"é"` precomposed and decomposed differ).
+///   Apple's keychain compares the attributes that can hold either type (see ``AttributeType/blob``) by the
+///   SHA-1 digest of those bytes (SecDbItem.c, `SecDbAttrBind` with `copyData`), so a query with
+///   `kSecAttrAccount` as Data finds an item added with the same account as a String, and the two collide
+///   as primary keys.
+/// - Other values are equal when their type and value are. Hashing agrees with this equality.
+///
+/// Use `case` patterns (`if case .data(let d) = value`) to tell a string from data.
 public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible {
     case string(String)
     case data(Data)
     case number(Int64)
     case bool(Bool)
     case date(Date)
+
+    public static func == (lhs: AttributeValue, rhs: AttributeValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)): return Self.sameBytes(a, b)
+        case (.data(let a), .data(let b)): return a == b
+        case (.string(let s), .data(let d)), (.data(let d), .string(let s)): return s.utf8.count == d.count && s.utf8.elementsEqual(d)
+        case (.number(let a), .number(let b)): return a == b
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.date(let a), .date(let b)): return a == b
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .string(let s):
+            // Strings and data hash alike: their bytes, then their length.
+            hasher.combine(0 as UInt8)
+            var s = s
+            s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            hasher.combine(s.utf8.count)
+        case .data(let d):
+            hasher.combine(0 as UInt8)
+            d.withUnsafeBytes { hasher.combine(bytes: $0) }
+            hasher.combine(d.count)
+        case .number(let n): hasher.combine(1 as UInt8); hasher.combine(n)
+        case .bool(let b): hasher.combine(2 as UInt8); hasher.combine(b)
+        case .date(let d): hasher.combine(3 as UInt8); hasher.combine(d)
+        }
+    }
+
+    private static func sameBytes(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        var a = a, b = b
+        return a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
+    }
+
+    /// The bytes a string or data value is compared by (a string's UTF-8), or nil for other values.
+    public var matchBytes: Data? {
+        switch self {
+        case .string(let s): return Data(s.utf8)
+        case .data(let d): return d
+        default: return nil
+        }
+    }
 
     public var description: String {
         switch self {
@@ -133,6 +191,15 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
 
     /// The string, if this is one.
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The text of a string, or of data holding UTF-8: what an attribute that may hold either
+    /// (``AttributeType/blob``: account, service, label…) says, whichever type it was given as.
+    public var textValue: String? {
+        switch self {
+        case .string(let s): return s
+        case .data(let d): return String(data: d, encoding: .utf8)
+        default: return nil
+        }
+    }
     /// The integer, if this is a number (or a Boolean as 0/1).
     public var numberValue: Int64? {
         switch self {
@@ -182,6 +249,14 @@ public enum KeychainValue: Sendable, Hashable {
 
     /// The string, if this is one.
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The text of a string, or of data holding UTF-8 (see ``AttributeValue/textValue``).
+    public var textValue: String? {
+        switch self {
+        case .string(let s): return s
+        case .data(let d): return String(data: d, encoding: .utf8)
+        default: return nil
+        }
+    }
     /// The bytes, if this is data.
     public var dataValue: Data? { if case .data(let d) = self { return d } else { return nil } }
     /// The Boolean, if this is a Boolean or a number.

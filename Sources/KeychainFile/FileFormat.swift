@@ -12,9 +12,11 @@ import KeychainEngine
 ///
 /// Format versions: 1 bound each sealed row to its class, protection class and `pk`; 2 also binds the row id,
 /// so whole rows moved to another row id (and so another persistent reference) fail to open, and adds the
-/// file id and key check used by the unlock cache. Version 1 files are upgraded on their first full unlock.
+/// file id and key check used by the unlock cache; 3 digests blob attributes (account, service, a key's tag…)
+/// by their bytes, so a String and Data with the same bytes are one primary key, as on Apple's keychain
+/// (``KeychainFile/writeMatchForm(_:of:in:byBytes:to:)``). Older files are upgraded on their first full unlock.
 enum FileFormat {
-    static let version: Int64 = 2
+    static let version: Int64 = 3
     static let magic = "keystone-keychain"
     static let masterAAD = Data("keystone-master-v1".utf8)
     /// A wrapped master key: 12-byte nonce, 32-byte key, 16-byte tag.

@@ -112,82 +112,6 @@ extension KeychainFile {
         }
     }
 
-    // MARK: - Digests and associated data
-
-    struct Digests {
-        var pk: Data
-        var columns: [Data]
-    }
-
-    private func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
-        // The same values are digested again and again (a service, an access group, sync = false): keep them.
-        // Emptied whenever the keys change; bounded.
-        let key = DigestKey(itemClass: cls, attribute: attribute, value: value)
-        if let known = digestCache[key] { return known }
-        let made = makeDigest(cls, attribute, value, index)
-        if digestCache.count >= 4_096 { digestCache.removeAll(keepingCapacity: true) }
-        digestCache[key] = made
-        return made
-    }
-
-    private func makeDigest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>) -> Data {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        bytes.append(contentsOf: cls.rawValue.utf8)
-        bytes.append(0)
-        bytes.append(contentsOf: attribute.utf8)
-        bytes.append(0)
-        RowCodec.write(value, to: &bytes)
-        return Sealing.digest(bytes, mac: index)
-    }
-
-    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>) -> Data {
-        let schema = ClassSchema.of(cls)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(256)
-        bytes.append(contentsOf: cls.rawValue.utf8)
-        bytes.append(0)
-        bytes.append(contentsOf: "pk".utf8)
-        for key in schema.primaryKey {
-            bytes.append(0)
-            bytes.append(contentsOf: key.utf8)
-            RowCodec.write(attributes[key] ?? schema.attributes[key]!.type.emptyValue, to: &bytes)
-        }
-        return Sealing.digest(bytes, mac: index)
-    }
-
-    /// The `pk` digest and the `d_` digests in schema primary-key order.
-    func digests(of cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>) -> Digests {
-        let schema = ClassSchema.of(cls)
-        return Digests(
-            pk: compositeDigest(cls, attributes, index),
-            columns: schema.primaryKey.map { key in
-                digest(cls, key, attributes[key] ?? schema.attributes[key]!.type.emptyValue, index)
-            })
-    }
-
-    /// The associated data of a row's sealed key and payload.
-    ///
-    /// Format 2 binds the class, the protection class, the row id, the `pk` digest and every `d_` digest column:
-    /// a row with any column moved, copied or edited fails to open. Format 1 bound class, protection class and
-    /// `pk` only; its digest columns are checked against the decrypted attributes instead.
-    func aad(_ cls: ItemClass, _ pclass: String, _ pk: Data, digests: [Data], rowID: Int64, version: Int64) -> Data {
-        guard version >= 2 else {
-            var aad = Data("keystone-row-v1\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
-            aad.append(pk)
-            return aad
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64 + 32 * (digests.count + 1))
-        bytes.append(contentsOf: "keystone-row-v2\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
-        withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
-        for part in [pk] + digests {
-            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: part)
-        }
-        return Data(bytes)
-    }
-
     private func unavailable(_ cls: ItemClass, _ rowID: Int64) -> Candidate {
         .unreadable(itemClass: cls, rowID: rowID, error: EngineError.interactionNotAllowed("the keychain is locked"))
     }
@@ -238,7 +162,7 @@ extension KeychainFile {
         guard ProtectionClass(item.accessibility) == protection else { return Self.damaged(cls, rowID, "accessibility") }
         if header.version < 2 {
             // Format 1 did not seal the digest columns: check them against the decrypted attributes.
-            let expected = digests(of: cls, item.attributes, keys.indexMAC)
+            let expected = digests(of: cls, item.attributes, keys.indexMAC, version: header.version)
             guard expected.pk == row.pk, expected.columns == row.digests else { return Self.damaged(cls, rowID, "index columns") }
         }
         return .item(item)
@@ -263,14 +187,14 @@ extension KeychainFile {
         let cacheable = constraints.keys.contains { $0 != Key.synchronizable && $0 != Key.accessGroup }
         if constraints.count == schema.primaryKey.count {
             statement = try db.freshStatement("\(select) WHERE pk = ?1")
-            statement.bind(1, compositeDigest(cls, constraints, keys.indexMAC))
+            statement.bind(1, primaryKeyDigest(cls, constraints, keys.indexMAC, version: header.version))
         } else {
             let ordered = constraints.keys.sorted()
             let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
             let sql = conditions.isEmpty ? "\(select) ORDER BY rowid" : "\(select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY rowid"
             statement = try db.freshStatement(sql)
             for (offset, key) in ordered.enumerated() {
-                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC))
+                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC, version: header.version))
             }
         }
         defer { statement.reset() }
@@ -296,7 +220,7 @@ extension KeychainFile {
         guard let classKey = keys.classKeys[protection] else {
             throw EngineError.interactionNotAllowed("the item's protection class is locked")
         }
-        let digests = digests(of: item.itemClass, item.attributes, keys.indexMAC)
+        let digests = digests(of: item.itemClass, item.attributes, keys.indexMAC, version: version)
         let aad = self.aad(item.itemClass, protection.rawValue, digests.pk, digests: digests.columns, rowID: rowID, version: version)
         let itemKey = SymmetricKey(size: .bits256)
         let wrapped = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: aad)
@@ -364,7 +288,8 @@ extension KeychainFile {
 
     // MARK: - Format upgrade
 
-    /// Upgrades a version 1 file: re-seals every row with its row id bound, gives the file an id and a key check.
+    /// Upgrades an older file: re-seals every row with its row id bound and its digests in the current form
+    /// (format 3 digests blobs by their bytes), gives a version 1 file an id and a key check.
     /// One transaction: a crash leaves the file as it was. Rows that fail their check under version 1 are left
     /// as they are (they stay unreadable, and are never deleted). Mutex held.
     func upgrade(master: SymmetricKey) throws {
@@ -386,12 +311,12 @@ extension KeychainFile {
                         let pk = statement.data(1) ?? Data()
                         let pclass = statement.text(2) ?? ""
                         guard let protection = ProtectionClass(rawValue: pclass), let classKey = keys.classKeys[protection] else { left += 1; continue }
-                        let aad = self.aad(cls, pclass, pk, digests: [], rowID: rowID, version: previous)
+                        let stored = (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() }
+                        let aad = self.aad(cls, pclass, pk, digests: stored, rowID: rowID, version: previous)
                         guard let itemKey = try? Sealing.open(statement.data(3) ?? Data(), key: classKey, aad: aad),
                               let plain = try? Sealing.open(statement.data(4) ?? Data(), key: SymmetricKey(data: itemKey), aad: aad),
                               var item = try? RowCodec.decode(plain, itemClass: cls, rowID: rowID) else { left += 1; continue }
-                        let stored = (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() }
-                        let expected = digests(of: cls, item.attributes, keys.indexMAC)
+                        let expected = digests(of: cls, item.attributes, keys.indexMAC, version: previous)
                         guard expected.pk == pk, expected.columns == stored else { left += 1; continue }
                         item.rowID = rowID
                         items.append(item)

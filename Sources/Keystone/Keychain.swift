@@ -74,7 +74,7 @@ public struct Keychain: Sendable {
     ///   - options: overrides ``options`` for this call.
     /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (locked; transient),
     ///   `errSecMissingEntitlement` (access group), `errSecUserCanceled` / `errSecAuthFailed` (updating
-    ///   a protected secret), `errSecParam` (synchronizable with a ThisDeviceOnly accessibility).
+    ///   a protected secret).
     public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
         let options = options ?? self.options
         if options.accessControl == nil, let engine = Self.engine(behind: store), let key = item.compiledKey {

@@ -13,7 +13,8 @@ extension Keychain {
     ///
     /// - Returns: whether the item existed (a missing item is not an error).
     /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (locked: try again after the
-    ///   unlock), `errSecParam` (a synchronizable item cannot become ThisDeviceOnly).
+    ///   unlock). A synchronizable item moved to a `ThisDeviceOnly` accessibility stays synchronizable in
+    ///   name but never leaves the device, as on Apple's keychain.
     @discardableResult
     public func migrate(_ item: some KeychainItem, to accessibility: Accessibility) throws -> Bool {
         try reportsExistence { try store.update(identity(of: item, options), with: [Key.accessible: .string(accessibility.rawValue)]) }
@@ -27,7 +28,8 @@ extension Keychain {
     @discardableResult
     public func migrateAll(service: String, to accessibility: Accessibility) throws -> Bool {
         var query = try serviceQuery(service, accessGroup: nil)
-        // Only local items: a synchronizable item cannot take a ThisDeviceOnly accessibility.
+        // Only local items: a synchronizable item given a ThisDeviceOnly accessibility would quietly stop
+        // synchronizing (Apple's keychain accepts it and it never leaves the device), so those are left alone.
         if accessibility.isThisDeviceOnly { query[Key.synchronizable] = .bool(false) }
         return try reportsExistence { try store.update(query, with: [Key.accessible: .string(accessibility.rawValue)]) }
     }

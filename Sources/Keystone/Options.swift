@@ -16,8 +16,8 @@ public struct ItemOptions: Sendable, Hashable {
     /// Whether the item synchronizes through iCloud Keychain (`kSecAttrSynchronizable`). Default false.
     ///
     /// Synchronizable is part of an item's identity: a synchronizable and a local item with the same
-    /// service and account are two items. `ThisDeviceOnly` accessibilities cannot synchronize
-    /// (`errSecParam`).
+    /// service and account are two items. With a `ThisDeviceOnly` accessibility the item is accepted and
+    /// reads back as synchronizable, as on Apple's keychain, but it never leaves the device.
     public var synchronizable: Bool
     /// The access group for items that do not name one (`kSecAttrAccessGroup`); nil for the app's default.
     ///
@@ -105,22 +105,29 @@ public struct ItemAttributes: Sendable, Hashable {
     public var accessibility: Accessibility?
     /// Whether the item synchronizes (`sync`).
     public var synchronizable: Bool
-    /// Whether the item has an access control (`accc`), when the store reports it.
+    /// Whether the item was given an access control with flags (`kSecAttrAccessControl` with
+    /// `.userPresence`, `.biometryAny` …), when the store reports it.
+    ///
+    /// Every item's attributes carry an access control (`accc`): for an item added with only
+    /// `kSecAttrAccessible`, it is that protection class with no flags, as on Apple's keychain. Such an
+    /// item reports false here.
     public var hasAccessControl: Bool
 
     /// Reads the attributes out of an attributes dictionary (`kSecReturnAttributes`); ignores `v_Data`.
     public init(_ attributes: KeychainQuery) {
         itemClass = attributes[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)) ?? .genericPassword
-        account = attributes[Key.account]?.stringValue ?? ""
-        service = attributes[Key.service]?.stringValue
-        server = attributes[Key.server]?.stringValue
+        // Account, service, server, label and comment may have been given as String or Data (SecItem code
+        // does both): either reads as text here.
+        account = attributes[Key.account]?.textValue ?? ""
+        service = attributes[Key.service]?.textValue
+        server = attributes[Key.server]?.textValue
         accessGroup = attributes[Key.accessGroup]?.stringValue
-        label = attributes[Key.label]?.stringValue
-        comment = attributes[Key.comment]?.stringValue
+        label = attributes[Key.label]?.textValue
+        comment = attributes[Key.comment]?.textValue
         if case .date(let d)? = attributes[Key.creationDate] { creationDate = d } else { creationDate = nil }
         if case .date(let d)? = attributes[Key.modificationDate] { modificationDate = d } else { modificationDate = nil }
         accessibility = attributes[Key.accessible]?.stringValue.flatMap(Accessibility.init(rawValue:))
         synchronizable = attributes[Key.synchronizable]?.boolValue ?? false
-        if case .accessControl? = attributes[Key.accessControl] { hasAccessControl = true } else { hasAccessControl = false }
+        if case .accessControl(let ac)? = attributes[Key.accessControl], !ac.flags.isEmpty { hasAccessControl = true } else { hasAccessControl = false }
     }
 }

@@ -181,12 +181,18 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
         }
     }
     func uint32(_ key: String, fourChar: Bool = false) -> String {
+        // A number attribute given as a four-character string (older code does) is kept as that string.
+        if case .string(let s)? = attributes[key] { return "\"\(s)\"" }
         guard let n = attributes[key]?.integerValue, n != 0 || !fourChar else { return "<NULL>" }
         return fourChar ? "\"\(fourCharCode(n))\"" : String(format: "0x%08X ", UInt32(truncatingIfNeeded: n))
     }
     func sint32(_ key: String) -> String {
         guard let b = attributes[key]?.boolValue else { return "<NULL>" }
         return String(format: "0x%08X ", b ? 1 : 0)
+    }
+    func sint32Number(_ key: String) -> String {
+        guard let n = attributes[key]?.integerValue else { return "<NULL>" }
+        return String(format: "0x%08X ", UInt32(truncatingIfNeeded: n))
     }
     func date(_ key: String) -> String {
         if case .date(let d)? = attributes[key] { return timedate(d) }
@@ -197,12 +203,12 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
     lines.append("    0x00000008 <blob>=<NULL>")
     lines.append("    \"acct\"<blob>=\(blob(Key.account))")
     if cls == "inet" {
-        let atyp = attributes[Key.authenticationType]?.stringValue.map { "\"\($0)\"" } ?? "<NULL>"
+        let atyp = attributes[Key.authenticationType]?.textValue.map { "\"\($0)\"" } ?? "<NULL>"
         lines.append("    \"atyp\"<blob>=\(atyp)")
     }
     lines.append("    \"cdat\"<timedate>=\(date(Key.creationDate))")
     lines.append("    \"crtr\"<uint32>=\(uint32(Key.creator, fourChar: true))")
-    lines.append("    \"cusi\"<sint32>=<NULL>")
+    lines.append("    \"cusi\"<sint32>=\(sint32Number(Key.customIcon))")
     lines.append("    \"desc\"<blob>=\(blob(Key.description))")
     if cls == "genp" { lines.append("    \"gena\"<blob>=\(blob(Key.generic))") }
     lines.append("    \"icmt\"<blob>=\(blob(Key.comment))")
@@ -213,12 +219,12 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
         lines.append("    \"path\"<blob>=\(blob(Key.path))")
         lines.append("    \"port\"<uint32>=\(uint32(Key.port))")
     }
-    lines.append("    \"prot\"<blob>=<NULL>")
+    lines.append("    \"prot\"<blob>=\(blob(Key.protection))")
     if cls == "inet" {
         let ptcl = attributes[Key.protocol]?.stringValue.map { "\"\($0)\"" } ?? "<NULL>"
         lines.append("    \"ptcl\"<uint32>=\(ptcl)")
     }
-    lines.append("    \"scrp\"<sint32>=<NULL>")
+    lines.append("    \"scrp\"<sint32>=\(sint32Number(Key.scriptCode))")
     if cls == "inet" {
         lines.append("    \"sdmn\"<blob>=\(blob(Key.securityDomain))")
         lines.append("    \"srvr\"<blob>=\(blob(Key.server))")

@@ -126,9 +126,9 @@ public struct KeychainCall: Sendable, Hashable, CustomStringConvertible {
     public var readsSecret: Bool { query[Key.returnData]?.boolValue == true }
 
     /// The service of the query, if any.
-    public var service: String? { query[Key.service]?.stringValue }
+    public var service: String? { query[Key.service]?.textValue }
     /// The account of the query, if any.
-    public var account: String? { query[Key.account]?.stringValue }
+    public var account: String? { query[Key.account]?.textValue }
 
     init(operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?, status: Int32) {
         self.operation = operation

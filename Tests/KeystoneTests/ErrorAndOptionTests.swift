@@ -115,7 +115,7 @@ struct OptionTests {
         #expect(f.recorder.entries(.add).first?.query[Key.accessible] == .string(level.rawValue))
     }
 
-    @Test("Synchronizable items are separate from local ones and need a syncable accessibility", arguments: Backend.allCases)
+    @Test("Synchronizable items are separate from local ones; a ThisDeviceOnly one is accepted as on Apple", arguments: Backend.allCases)
     func synchronizable(backend: Backend) throws {
         let f = backend.make()
         let synced = f.keychain(options: ItemOptions(synchronizable: true))
@@ -124,7 +124,9 @@ struct OptionTests {
         #expect(try synced.string(for: generic()) == "cloud")
         #expect(try f.keychain.string(for: generic()) == "local")
         let deviceOnly = f.keychain(options: ItemOptions(accessibility: .whenUnlockedThisDeviceOnly, synchronizable: true))
-        #expect(throws: KeychainError.param) { try deviceOnly.save("x", for: generic("bob")) }
+        try deviceOnly.save("x", for: generic("bob"))
+        let attributes = try #require(try deviceOnly.attributes(for: generic("bob")))
+        #expect(attributes.synchronizable && attributes.accessibility == .whenUnlockedThisDeviceOnly)
     }
 
     @Test("Saving again applies the new label and keeps the comment the options leave unset", arguments: Backend.allCases)

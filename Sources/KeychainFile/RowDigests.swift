@@ -1,0 +1,110 @@
+import Crypto
+import Foundation
+import KeychainEngine
+
+// The digest columns of a keychain file's rows (`pk` and `d_…`: HMAC-SHA256 under the file's index key, what
+// searches bind) and the associated data that binds a row's sealed columns to them.
+
+extension KeychainFile {
+    struct Digests {
+        var pk: Data
+        var columns: [Data]
+    }
+
+    /// Whether digests of this file compare blob attributes by their bytes (format 3 and later).
+    static func matchesBlobsByBytes(version: Int64) -> Bool { version >= 3 }
+
+    /// The digest of one primary-key attribute's value: what a `d_` column holds and a search binds.
+    func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>, version: Int64) -> Data {
+        guard Self.matchesBlobsByBytes(version: version) else { return makeDigest(cls, attribute, value, index, byBytes: false) }
+        // The same values are digested again and again (a service, an access group, sync = false): keep them.
+        // Emptied whenever the keys change; bounded. (Keys use the engine's equality, which is the one the
+        // digests of format 3 follow: a String and Data with the same bytes are one key and one digest.)
+        let key = DigestKey(itemClass: cls, attribute: attribute, value: value)
+        if let known = digestCache[key] { return known }
+        let made = makeDigest(cls, attribute, value, index, byBytes: true)
+        if digestCache.count >= 4_096 { digestCache.removeAll(keepingCapacity: true) }
+        digestCache[key] = made
+        return made
+    }
+
+    private func makeDigest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>, byBytes: Bool) -> Data {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: attribute.utf8)
+        bytes.append(0)
+        Self.writeMatchForm(value, of: attribute, in: cls, byBytes: byBytes, to: &bytes)
+        return Sealing.digest(bytes, mac: index)
+    }
+
+    /// Writes the form of `value` that digests compare.
+    ///
+    /// Format 3: a blob attribute (``AttributeType/blob``: account, service, label, a key's tag…) is compared
+    /// by its bytes, as Apple's keychain compares the SHA-1 of those bytes: Data holding valid UTF-8 is written
+    /// as the String it spells, so `"alice"` and `Data("alice".utf8)` have one digest and collide as primary
+    /// keys. (Strings keep the encoding formats 1 and 2 gave them, so string digests did not change.)
+    /// Formats 1 and 2 wrote every value with its own type.
+    static func writeMatchForm(_ value: AttributeValue, of attribute: String, in cls: ItemClass, byBytes: Bool, to bytes: inout [UInt8]) {
+        if byBytes, case .data(let d) = value, ClassSchema.of(cls).attributes[attribute]?.type == .blob,
+           let text = String(data: d, encoding: .utf8) {
+            RowCodec.write(.string(text), to: &bytes)
+        } else {
+            RowCodec.write(value, to: &bytes)
+        }
+    }
+
+    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Data {
+        let schema = ClassSchema.of(cls)
+        let byBytes = Self.matchesBlobsByBytes(version: version)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: "pk".utf8)
+        for key in schema.primaryKey {
+            bytes.append(0)
+            bytes.append(contentsOf: key.utf8)
+            Self.writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: byBytes, to: &bytes)
+        }
+        return Sealing.digest(bytes, mac: index)
+    }
+
+    /// The `pk` digest of a search naming the whole primary key.
+    func primaryKeyDigest(_ cls: ItemClass, _ constraints: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Data {
+        compositeDigest(cls, constraints, index, version: version)
+    }
+
+    /// The `pk` digest and the `d_` digests in schema primary-key order, as a file of format `version` has them.
+    func digests(of cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Digests {
+        let schema = ClassSchema.of(cls)
+        return Digests(
+            pk: compositeDigest(cls, attributes, index, version: version),
+            columns: schema.primaryKey.map { key in
+                digest(cls, key, attributes[key] ?? schema.attributes[key]!.type.emptyValue, index, version: version)
+            })
+    }
+
+    /// The associated data of a row's sealed key and payload.
+    ///
+    /// Format 2 binds the class, the protection class, the row id, the `pk` digest and every `d_` digest column:
+    /// a row with any column moved, copied or edited fails to open. Format 1 bound class, protection class and
+    /// `pk` only; its digest columns are checked against the decrypted attributes instead.
+    func aad(_ cls: ItemClass, _ pclass: String, _ pk: Data, digests: [Data], rowID: Int64, version: Int64) -> Data {
+        guard version >= 2 else {
+            var aad = Data("keystone-row-v1\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
+            aad.append(pk)
+            return aad
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64 + 32 * (digests.count + 1))
+        bytes.append(contentsOf: "keystone-row-v2\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
+        withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
+        for part in [pk] + digests {
+            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
+            bytes.append(contentsOf: part)
+        }
+        return Data(bytes)
+    }
+}
