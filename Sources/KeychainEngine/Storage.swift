@@ -186,7 +186,11 @@ extension StorageWriter {
 ///   inserts, replaces or deletes are visible afterwards, in this process or any other.
 /// - **Isolation**: concurrent ``read(_:)`` and ``write(_:)`` calls, from any thread, see whole
 ///   transactions only.
-/// - **Fidelity**: a row reads back exactly as written: attributes, secret, access control, row id.
+/// - **Fidelity**: a row reads back exactly as written: attributes, secret, access control, row id; each
+///   value keeps its type (an account given as Data stays Data, a number attribute holding a String keeps it).
+/// - **Equality**: constraints and the UNIQUE constraint compare values as ``AttributeValue``'s `==` does: a
+///   String and Data with the same bytes are equal (Apple compares blob attributes by their bytes), two
+///   strings are equal when their UTF-8 bytes are (no Unicode normalisation).
 /// - **Lock state**: ``lockState`` tells which accessibility classes are available. A storage that
 ///   cannot decrypt a row returns it as unreadable with `errSecInteractionNotAllowed`; it never
 ///   deletes or rewrites a row it could not read.

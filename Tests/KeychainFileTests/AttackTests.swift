@@ -648,3 +648,76 @@ struct FormatUpgradeTests {
         #expect(try after.secret("svc", "a") == "secret-a")
     }
 }
+
+@Suite("Keychain file: format 2 files keep their items and get byte-wise blob digests")
+struct Format2UpgradeTests {
+    /// Turns a current file into the format 2 an earlier Keystone wrote: digest columns with every value
+    /// written with its own type (a key's tag given as Data digested as Data), rows sealed over those digests.
+    func downgradeToFormat2(_ path: String, password: String) throws {
+        let file = try KeychainFile.open(at: path)
+        let keys = KeySet(master: try file.unwrapMaster(password))
+        var db: OpaquePointer?
+        sqlite3_open(path, &db)
+        defer { sqlite3_close(db) }
+        for cls in ItemClass.allCases {
+            let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
+            var select: OpaquePointer?
+            sqlite3_prepare_v2(db, "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns.joined(separator: ", ")) FROM \(cls.rawValue)", -1, &select, nil)
+            func blob(_ i: Int32) -> Data {
+                guard let p = sqlite3_column_blob(select, i) else { return Data() }
+                return Data(bytes: p, count: Int(sqlite3_column_bytes(select, i)))
+            }
+            var rows: [(Int64, KeychainFile.Digests, Data, Data)] = []
+            while sqlite3_step(select) == SQLITE_ROW {
+                let rowID = sqlite3_column_int64(select, 0)
+                let pclass = String(cString: sqlite3_column_text(select, 2))
+                let current = file.aad(cls, pclass, blob(1), digests: (0..<digestColumns.count).map { blob(Int32(5 + $0)) }, rowID: rowID, version: 3)
+                let classKey = try #require(ProtectionClass(rawValue: pclass).flatMap { keys.classKeys[$0] })
+                let itemKey = try Sealing.open(blob(3), key: classKey, aad: current)
+                let plain = try Sealing.open(blob(4), key: SymmetricKey(data: itemKey), aad: current)
+                let item = try RowCodec.decode(plain, itemClass: cls, rowID: rowID)
+                let old = file.digests(of: cls, item.attributes, keys.indexMAC, version: 2)
+                let aad = file.aad(cls, pclass, old.pk, digests: old.columns, rowID: rowID, version: 2)
+                rows.append((rowID, old, try Sealing.seal(itemKey, key: classKey, aad: aad), try Sealing.seal(plain, key: SymmetricKey(data: itemKey), aad: aad)))
+            }
+            sqlite3_finalize(select)
+            for (rowID, digests, wrapped, payload) in rows {
+                setColumn(path, cls.rawValue, "pk", rowID: rowID, digests.pk)
+                for (column, digest) in zip(digestColumns, digests.columns) { setColumn(path, cls.rawValue, column, rowID: rowID, digest) }
+                setColumn(path, cls.rawValue, "wrapped", rowID: rowID, wrapped)
+                setColumn(path, cls.rawValue, "payload", rowID: rowID, payload)
+            }
+        }
+        sqlite3_exec(db, "UPDATE keystone_header SET value = CAST('2' AS BLOB) WHERE name = 'version';", nil, nil, nil)
+    }
+
+    @Test("a format 2 keychain is upgraded on unlock; a tag stored as Data is then found as Data and as a String, and collides with both")
+    func upgradeFromFormat2() throws {
+        let path = TempDir().path()
+        let key: KeychainQuery = [Key.class: .string("keys"), Key.applicationTag: .data(Data("com.example.tag".utf8)),
+                                  Key.valueData: .data(Data("key-bytes".utf8))]
+        do {
+            let file = try KeychainFile.create(at: path, password: "pw")
+            let engine = KeychainEngine(storage: file)
+            try engine.add(key)
+            try engine.add(genp("svc", "a", [Key.valueData: .data(Data("secret-a".utf8))]))
+            file.lock()
+        }
+        try downgradeToFormat2(path, password: "pw")
+        // Before the upgrade, the Data tag's digest differs from the String's (what format 2 wrote).
+        let digestBefore = try #require(rawColumn(path, "keys", "d_atag", rowID: 1))
+        let old = try KeychainFile.open(at: path)
+        #expect(old.withMutex { old.header.version } == 2)
+        try old.unlock(password: "pw")
+        #expect(old.withMutex { old.header.version } == FileFormat.version)
+        #expect(rawColumn(path, "keys", "d_atag", rowID: 1) != digestBefore)
+        let engine = KeychainEngine(storage: old)
+        #expect(try engine.secret("svc", "a") == "secret-a")
+        for tag in [KeychainValue.data(Data("com.example.tag".utf8)), .string("com.example.tag")] {
+            let found = try engine.copyMatching([Key.class: .string("keys"), Key.applicationTag: tag, Key.returnData: .bool(true)])
+            #expect(found?.data == Data("key-bytes".utf8))
+            #expect(fileStatus { try engine.add([Key.class: .string("keys"), Key.applicationTag: tag]) } == Status.duplicateItem)
+        }
+        #expect(engine.damagedItemsSeen == 0)
+    }
+}

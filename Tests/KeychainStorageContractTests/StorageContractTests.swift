@@ -44,6 +44,45 @@ struct StorageContractTests {
         #expect(back == expected)
     }
 
+    @Test("a blob attribute keeps its type: Data stays Data, a String stays a String", arguments: Backend.all)
+    func blobTypeKept(_ backend: Backend) throws {
+        let storage = try backend.make()
+        var item = row("svc", "unused")
+        item.attributes[Key.account] = .data(Data([0xC3, 0x28, 0x00]))   // not UTF-8
+        item.attributes[Key.service] = .data(Data("svc".utf8))          // UTF-8, but given as Data
+        item.attributes[Key.label] = .string("label")
+        item.attributes[Key.creator] = .string("aapl")                  // a number attribute holding a string
+        let id = try storage.write { try $0.insert(item) }
+        guard case .item(let back)? = try storage.read({ try $0.candidate(in: .genericPassword, rowID: id) }) else {
+            Issue.record("row not readable"); return
+        }
+        // `==` on AttributeValue compares bytes, so check the cases themselves.
+        guard case .data(let account)? = back.attributes[Key.account], case .data(let service)? = back.attributes[Key.service],
+              case .string(let label)? = back.attributes[Key.label], case .string(let creator)? = back.attributes[Key.creator] else {
+            Issue.record("a value changed type: \(back.attributes)"); return
+        }
+        #expect(account == Data([0xC3, 0x28, 0x00]) && service == Data("svc".utf8) && label == "label" && creator == "aapl")
+    }
+
+    @Test("a String and Data with the same bytes are one primary key and satisfy each other's constraints", arguments: Backend.all)
+    func blobsMatchByBytes(_ backend: Backend) throws {
+        let storage = try backend.make()
+        _ = try storage.write { try $0.insert(row("svc", "alice", secret: "one")) }
+        var asData = row("svc", "unused", secret: "two")
+        asData.attributes[Key.account] = .data(Data("alice".utf8))
+        #expect(storageStatus { _ = try storage.write { try $0.insert(asData) } } == Status.duplicateItem)
+        // One constraint (a digest column) and the whole primary key (the pk digest), given as Data.
+        let byAccount = try storage.read { items(try $0.candidates(in: .genericPassword, matching: [Key.account: .data(Data("alice".utf8))])) }
+        #expect(byAccount.map(\.secret) == [Data("one".utf8)])
+        let fullKey: [String: AttributeValue] = [Key.service: .data(Data("svc".utf8)), Key.account: .data(Data("alice".utf8)),
+                                                 Key.accessGroup: .string("default"), Key.synchronizable: .bool(false)]
+        #expect(try storage.read { items(try $0.candidates(in: .genericPassword, matching: fullKey)) }.count == 1)
+        // Different bytes are another key: precomposed and decomposed "é".
+        _ = try storage.write { try $0.insert(row("svc", "caf\u{E9}")) }
+        _ = try storage.write { try $0.insert(row("svc", "cafe\u{301}")) }
+        #expect(try storage.read { items(try $0.candidates(in: .genericPassword, matching: [Key.account: .string("caf\u{E9}")])) }.count == 1)
+    }
+
     @Test("an insert with an existing primary key fails with errSecDuplicateItem and changes nothing", arguments: Backend.all)
     func uniqueConstraint(_ backend: Backend) throws {
         let storage = try backend.make()
