@@ -230,8 +230,8 @@ public let kSecUseAuthenticationContext: CFString = "u_AuthCtx"
 public let kSecUseOperationPrompt: CFString = "u_OpPrompt"
 /// `kSecUseItemList`: `"u_ItemList"`.
 public let kSecUseItemList: CFString = "u_ItemList"
-/// `kSecUseNoAuthenticationUI`: `"u_NoAuth"`.
-public let kSecUseNoAuthenticationUI: CFString = "u_NoAuth"
+/// `kSecUseNoAuthenticationUI`: `"u_NoAuthUI"` (deprecated by Apple for `kSecUseAuthenticationUI`).
+public let kSecUseNoAuthenticationUI: CFString = "u_NoAuthUI"
 /// `kSecAttrProtocolFTP`: `"ftp "`.
 public let kSecAttrProtocolFTP: CFString = "ftp "
 /// `kSecAttrProtocolFTPAccount`: `"ftpa"`.
