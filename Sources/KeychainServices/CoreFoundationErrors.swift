@@ -4,6 +4,9 @@ import Foundation
 // CFError.h: the CFError functions keychain code calls on the errors SecAccessControlCreateWithFlags and
 // wrapper libraries hand back. `CFError` is `NSError` here, so each function reads the NSError: the
 // results are what Apple's toll-free bridging gives for the same error.
+//
+// The domain and key constants are implicitly unwrapped, as Apple's: write `kCFErrorLocalizedDescriptionKey as String`
+// as on Apple platforms (used bare as an `AnyHashable` key, the value would be wrapped in an Optional).
 
 /// An error domain (`CFErrorDomain`): a string such as ``kCFErrorDomainOSStatus``.
 public typealias CFErrorDomain = CFString
