@@ -38,6 +38,8 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         // The Linux kernel keyring (keyctl) through raw syscalls: no libkeyutils needed.
         .target(name: "CKeyring", path: "Sources/CKeyring"),
+        // getrandom(2), the kernel's CSPRNG, for SecRandomCopyBytes (Swift's Glibc module lacks <sys/random.h>).
+        .target(name: "CSystemRandom", path: "Sources/CSystemRandom"),
         // The encrypted keychain file: Linux's default keychain storage.
         .target(name: "KeychainFile", dependencies: [
             "KeychainEngine", "CSQLite",
@@ -50,6 +52,7 @@ let package = Package(
         .target(name: "KeychainServices", dependencies: [
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // The typed Swift API, the same source on every platform.

@@ -115,6 +115,11 @@ public let kSecAttrCanUnwrap: CFString = "unwp"
 public let kSecAttrStartDate: CFString = "sdat"
 /// `kSecAttrEndDate`: `"edat"`.
 public let kSecAttrEndDate: CFString = "edat"
+/// `kSecAttrSyncViewHint`: `"vwht"`.
+///
+/// Keystone's keychains have no sync views, so no item class has this attribute: an add or a query that
+/// carries it fails with `errSecNoSuchAttr`, as for any attribute its class lacks.
+public let kSecAttrSyncViewHint: CFString = "vwht"
 /// `kSecAttrTokenIDSecureEnclave`: `"com.apple.setoken"`.
 public let kSecAttrTokenIDSecureEnclave: CFString = "com.apple.setoken"
 /// `kSecAttrAccessGroupToken`: `"com.apple.token"`.
@@ -145,6 +150,22 @@ public let kSecAttrKeyTypeRSA: CFString = "42"
 public let kSecAttrKeyTypeEC: CFString = "73"
 /// `kSecAttrKeyTypeECSECPrimeRandom`: `"73"`.
 public let kSecAttrKeyTypeECSECPrimeRandom: CFString = "73"
+/// `kSecAttrKeyTypeDSA`: `"43"` (macOS).
+public let kSecAttrKeyTypeDSA: CFString = "43"
+/// `kSecAttrKeyTypeAES`: `"2147483649"` (macOS).
+public let kSecAttrKeyTypeAES: CFString = "2147483649"
+/// `kSecAttrKeyTypeDES`: `"14"` (macOS).
+public let kSecAttrKeyTypeDES: CFString = "14"
+/// `kSecAttrKeyType3DES`: `"17"` (macOS).
+public let kSecAttrKeyType3DES: CFString = "17"
+/// `kSecAttrKeyTypeRC4`: `"25"` (macOS).
+public let kSecAttrKeyTypeRC4: CFString = "25"
+/// `kSecAttrKeyTypeRC2`: `"23"` (macOS).
+public let kSecAttrKeyTypeRC2: CFString = "23"
+/// `kSecAttrKeyTypeCAST`: `"56"` (macOS).
+public let kSecAttrKeyTypeCAST: CFString = "56"
+/// `kSecAttrKeyTypeECDSA`: `"73"` (macOS; the same value as `kSecAttrKeyTypeECSECPrimeRandom`).
+public let kSecAttrKeyTypeECDSA: CFString = "73"
 /// `kSecMatchLimit`: `"m_Limit"`.
 public let kSecMatchLimit: CFString = "m_Limit"
 /// `kSecMatchLimitOne`: `"m_LimitOne"`.
@@ -165,6 +186,16 @@ public let kSecMatchIssuers: CFString = "m_Issuers"
 public let kSecMatchEmailAddressIfPresent: CFString = "m_EmailAddressIfPresent"
 /// `kSecMatchSubjectContains`: `"m_SubjectContains"`.
 public let kSecMatchSubjectContains: CFString = "m_SubjectContains"
+/// `kSecMatchSubjectStartsWith`: `"m_SubjectStartsWith"` (macOS; certificate search, ignored by Keystone).
+public let kSecMatchSubjectStartsWith: CFString = "m_SubjectStartsWith"
+/// `kSecMatchSubjectEndsWith`: `"m_SubjectEndsWith"` (macOS; certificate search, ignored by Keystone).
+public let kSecMatchSubjectEndsWith: CFString = "m_SubjectEndsWith"
+/// `kSecMatchSubjectWholeString`: `"m_SubjectWholeString"` (macOS; certificate search, ignored by Keystone).
+public let kSecMatchSubjectWholeString: CFString = "m_SubjectWholeString"
+/// `kSecMatchDiacriticInsensitive`: `"m_DiacriticInsensitive"` (macOS file keychains; ignored by Keystone).
+public let kSecMatchDiacriticInsensitive: CFString = "m_DiacriticInsensitive"
+/// `kSecMatchWidthInsensitive`: `"m_WidthInsensitive"` (macOS file keychains; ignored by Keystone).
+public let kSecMatchWidthInsensitive: CFString = "m_WidthInsensitive"
 /// `kSecMatchTrustedOnly`: `"m_TrustedOnly"`.
 public let kSecMatchTrustedOnly: CFString = "m_TrustedOnly"
 /// `kSecMatchValidOnDate`: `"m_ValidOnDate"`.
@@ -199,8 +230,8 @@ public let kSecUseAuthenticationContext: CFString = "u_AuthCtx"
 public let kSecUseOperationPrompt: CFString = "u_OpPrompt"
 /// `kSecUseItemList`: `"u_ItemList"`.
 public let kSecUseItemList: CFString = "u_ItemList"
-/// `kSecUseNoAuthenticationUI`: `"u_NoAuth"`.
-public let kSecUseNoAuthenticationUI: CFString = "u_NoAuth"
+/// `kSecUseNoAuthenticationUI`: `"u_NoAuthUI"` (deprecated by Apple for `kSecUseAuthenticationUI`).
+public let kSecUseNoAuthenticationUI: CFString = "u_NoAuthUI"
 /// `kSecAttrProtocolFTP`: `"ftp "`.
 public let kSecAttrProtocolFTP: CFString = "ftp "
 /// `kSecAttrProtocolFTPAccount`: `"ftpa"`.

@@ -35,6 +35,10 @@ public final class CFAllocator: Sendable {
 }
 /// A type identifier (unused on this platform; present so declarations compile).
 public typealias CFTypeID = UInt
+/// A count or an index, such as `CFErrorGetCode`'s result.
+public typealias CFIndex = Int
+/// A bit field of options.
+public typealias CFOptionFlags = UInt
 
 /// The default allocator: nil here, as every allocator argument is ignored.
 public let kCFAllocatorDefault: CFAllocator? = nil

@@ -28,6 +28,34 @@ public enum LABiometryType: Int, Sendable {
 /// The longest reuse window Apple allows, in seconds.
 public let LATouchIDAuthenticationMaximumAllowableReuseDuration: TimeInterval = 300
 
+/// LocalAuthentication's error domain: `com.apple.LocalAuthentication` (``LAError/errorDomain``).
+public let LAErrorDomain: String = "com.apple.LocalAuthentication"
+
+/// A credential an app can hand to ``LAContext/setCredential(_:type:)`` (Apple's raw values).
+public enum LACredentialType: Int, Sendable {
+    /// The application password of items protected with `.applicationPassword`.
+    case applicationPassword = 0
+    /// A smart card's PIN (macOS).
+    case smartCardPIN = -3
+}
+
+/// What an access control is evaluated for, in ``LAContext/evaluateAccessControl(_:operation:localizedReason:reply:)``
+/// (Apple's raw values).
+public enum LAAccessControlOperation: Int, Sendable {
+    /// Creating an item.
+    case createItem = 0
+    /// Reading an existing item's secret.
+    case useItem = 1
+    /// Creating a key.
+    case createKey = 2
+    /// Signing with an existing key.
+    case useKeySign = 3
+    /// Decrypting with an existing key.
+    case useKeyDecrypt = 4
+    /// A key exchange with an existing key.
+    case useKeyKeyExchange = 5
+}
+
 /// An authentication failure, with LocalAuthentication's domain and codes.
 ///
 /// Bridges to `NSError` as Apple's does: domain `com.apple.LocalAuthentication`, code the ``Code``'s raw value.
@@ -54,8 +82,20 @@ public struct LAError: Error, CustomNSError, Sendable, Hashable, CustomStringCon
         case appCancel = -9
         /// The context was invalidated.
         case invalidContext = -10
+        /// No paired companion device (such as a watch) could authenticate (macOS).
+        case companionNotAvailable = -11
+        /// Biometry needs a removable accessory, and none is paired (macOS).
+        case biometryNotPaired = -12
+        /// Biometry needs a removable accessory, and the paired one is not connected (macOS).
+        case biometryDisconnected = -13
+        /// The dimensions of embedded authentication UI are invalid (macOS).
+        case invalidDimensions = -14
         /// Interaction was needed but `interactionNotAllowed` is set.
         case notInteractive = -1004
+
+        /// Deprecated name of ``companionNotAvailable``.
+        @available(*, deprecated, renamed: "companionNotAvailable")
+        public static let watchNotAvailable = Code.companionNotAvailable
 
         /// Deprecated name of ``biometryNotAvailable``.
         @available(*, deprecated, renamed: "biometryNotAvailable")
@@ -69,7 +109,7 @@ public struct LAError: Error, CustomNSError, Sendable, Hashable, CustomStringCon
     }
 
     /// `LAErrorDomain`: `com.apple.LocalAuthentication`.
-    public static let errorDomain = "com.apple.LocalAuthentication"
+    public static let errorDomain = LAErrorDomain
     /// What went wrong.
     public let code: Code
     /// The code's raw value, for `NSError` bridging.
@@ -100,6 +140,26 @@ public struct LAError: Error, CustomNSError, Sendable, Hashable, CustomStringCon
     public static var invalidContext: Code { .invalidContext }
     /// ``Code/notInteractive``, for `catch LAError.notInteractive`.
     public static var notInteractive: Code { .notInteractive }
+    /// ``Code/companionNotAvailable``, for `catch LAError.companionNotAvailable`.
+    public static var companionNotAvailable: Code { .companionNotAvailable }
+    /// ``Code/biometryNotPaired``, for `catch LAError.biometryNotPaired`.
+    public static var biometryNotPaired: Code { .biometryNotPaired }
+    /// ``Code/biometryDisconnected``, for `catch LAError.biometryDisconnected`.
+    public static var biometryDisconnected: Code { .biometryDisconnected }
+    /// ``Code/invalidDimensions``, for `catch LAError.invalidDimensions`.
+    public static var invalidDimensions: Code { .invalidDimensions }
+    /// Deprecated name of ``companionNotAvailable``.
+    @available(*, deprecated, renamed: "companionNotAvailable")
+    public static var watchNotAvailable: Code { .companionNotAvailable }
+    /// Deprecated name of ``biometryNotAvailable``.
+    @available(*, deprecated, renamed: "biometryNotAvailable")
+    public static var touchIDNotAvailable: Code { .biometryNotAvailable }
+    /// Deprecated name of ``biometryNotEnrolled``.
+    @available(*, deprecated, renamed: "biometryNotEnrolled")
+    public static var touchIDNotEnrolled: Code { .biometryNotEnrolled }
+    /// Deprecated name of ``biometryLockout``.
+    @available(*, deprecated, renamed: "biometryLockout")
+    public static var touchIDLockout: Code { .biometryLockout }
 
     /// `LAError(<code>)`.
     public var description: String { "LAError(\(code))" }
@@ -158,6 +218,10 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// The biometry the default keychain's device has: none on this platform.
     public var biometryType: LABiometryType { .none }
 
+    /// The state of the enrolled biometry, to notice enrollment changes: always nil on this platform, as on
+    /// Apple devices without biometry.
+    public var evaluatedPolicyDomainState: Data? { nil }
+
     /// Whether `policy` can be evaluated: false on this platform for biometry; the device-owner policy is
     /// evaluated by the keychain engine's authenticator.
     public func canEvaluatePolicy(_ policy: LAPolicy, error: NSErrorPointer) -> Bool {
@@ -178,12 +242,7 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// or `(false, LAError)`. The evaluation, which waits for a person, has a thread of its own: several waiting
     /// prompts never hold dispatch's or Swift's shared worker threads.
     public func evaluatePolicy(_ policy: LAPolicy, localizedReason: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void) {
-        let thread = Thread {
-            let error = self.evaluate(policy, reason: localizedReason)
-            reply(error == nil, error)
-        }
-        thread.name = "keystone.evaluate-policy"
-        thread.start()
+        runOnOwnThread(named: "keystone.evaluate-policy", reply: reply) { $0.evaluate(policy, reason: localizedReason) }
     }
 
     /// Asks the default keychain engine's authenticator; a success is recorded on this context.
@@ -203,20 +262,94 @@ public final class LAContext: NSObject, @unchecked Sendable {
         }
     }
 
+    /// Performs the authentication `accessControl` asks for before `operation`; a success is recorded on this
+    /// context, so keychain operations that pass it (`kSecUseAuthenticationContext`) within the reuse window
+    /// do not ask again.
+    ///
+    /// What is asked: nothing for ``LAAccessControlOperation/createItem`` and ``LAAccessControlOperation/createKey``
+    /// (Keystone's `SecItemAdd` never prompts) nor for an access control without authentication flags (only an
+    /// accessibility, `.privateKeyUsage`, `.or`, `.and`): those succeed at once and record nothing. Every other
+    /// operation asks the default keychain engine's authenticator for the access control's flags.
+    ///
+    /// `reply` runs on a thread of its own, as for ``evaluatePolicy(_:localizedReason:reply:)``, with
+    /// `(true, nil)` or `(false, LAError)`: `.invalidContext` after ``invalidate()``, `.notInteractive` with
+    /// ``interactionNotAllowed``, else the outcome's code (`.userCancel`, `.authenticationFailed`,
+    /// `.biometryLockout`; when nothing can authenticate, `.biometryNotAvailable` for biometry-only flags,
+    /// `.companionNotAvailable` for `.companion` alone, `.passcodeNotSet` otherwise).
+    public func evaluateAccessControl(_ accessControl: SecAccessControl, operation: LAAccessControlOperation,
+                                      localizedReason: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void) {
+        runOnOwnThread(named: "keystone.evaluate-access-control", reply: reply) {
+            $0.evaluate(accessControl.accessControl.flags, operation: operation, reason: localizedReason)
+        }
+    }
+
+    /// Performs the authentication `accessControl` asks for before `operation`, as
+    /// ``evaluateAccessControl(_:operation:localizedReason:reply:)`` does.
+    ///
+    /// - Returns: true (a failure throws).
+    /// - Throws: ``LAError``, with the codes the reply form reports.
+    public func evaluateAccessControl(_ accessControl: SecAccessControl, operation: LAAccessControlOperation,
+                                      localizedReason: String) async throws -> Bool {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+            evaluateAccessControl(accessControl, operation: operation, localizedReason: localizedReason) { success, error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: success) }
+            }
+        }
+    }
+
+    /// Would hand the context a credential, such as the application password of `.applicationPassword` items.
+    ///
+    /// Keystone asks the engine's authenticator for application passwords, so a context cannot carry one:
+    /// setting a credential fails (false, Apple's failure result) and nothing is stored; clearing one (nil)
+    /// succeeds, as there is nothing to clear.
+    public func setCredential(_ credential: Data?, type: LACredentialType) -> Bool {
+        credential == nil
+    }
+
+    /// Whether a credential of `type` is set: never on this platform (``setCredential(_:type:)`` stores none).
+    public func isCredentialSet(_ type: LACredentialType) -> Bool { false }
+
+    private func runOnOwnThread(named name: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void,
+                                _ body: @escaping @Sendable (LAContext) -> LAError?) {
+        let thread = Thread {
+            let error = body(self)
+            reply(error == nil, error)
+        }
+        thread.name = name
+        thread.start()
+    }
+
     private func evaluate(_ policy: LAPolicy, reason: String) -> LAError? {
         if context.isInvalidated { return LAError(.invalidContext) }
         if context.interactionNotAllowed { return LAError(.notInteractive) }
-        guard let engine = try? KeychainServicesDefaults.currentEngine() else { return LAError(.systemCancel) }
         let flags: AccessControlFlags = policy == .deviceOwnerAuthenticationWithBiometrics ? .biometryAny : .userPresence
+        return authenticate(flags, itemClass: .genericPassword, reason: reason, operation: "evaluatePolicy")
+    }
+
+    private func evaluate(_ flags: AccessControlFlags, operation: LAAccessControlOperation, reason: String) -> LAError? {
+        if context.isInvalidated { return LAError(.invalidContext) }
+        let needed = flags.intersection(.authenticationFlags)
+        if needed.isEmpty || operation == .createItem || operation == .createKey { return nil }
+        if context.interactionNotAllowed { return LAError(.notInteractive) }
+        let itemClass: ItemClass = operation == .useItem ? .genericPassword : .key
+        return authenticate(needed, itemClass: itemClass, reason: reason, operation: "evaluateAccessControl")
+    }
+
+    /// Asks the default engine's authenticator for `flags`; records a success on this context.
+    private func authenticate(_ flags: AccessControlFlags, itemClass: ItemClass, reason: String, operation: String) -> LAError? {
+        guard let engine = try? KeychainServicesDefaults.currentEngine() else { return LAError(.systemCancel) }
         let outcome = engine.authenticator.authenticate(
-            AuthenticationRequest(itemClass: .genericPassword, flags: flags, operationPrompt: reason, operation: "evaluatePolicy"))
+            AuthenticationRequest(itemClass: itemClass, flags: flags, operationPrompt: reason, operation: operation))
         switch outcome {
         case .success:
             context.recordSuccess(at: engine.configuration.now())
             return nil
         case .userCancel: return LAError(.userCancel)
         case .failed: return LAError(.authenticationFailed)
-        case .notAvailable: return LAError(policy == .deviceOwnerAuthenticationWithBiometrics ? .biometryNotAvailable : .passcodeNotSet)
+        case .notAvailable:
+            if flags.isSubset(of: [.biometryAny, .biometryCurrentSet]) { return LAError(.biometryNotAvailable) }
+            if flags == .watch { return LAError(.companionNotAvailable) }
+            return LAError(.passcodeNotSet)
         case .lockout: return LAError(.biometryLockout)
         }
     }

@@ -3,14 +3,20 @@ import KeychainEngine
 
 // Apple's errSec* result codes (SecBase.h).
 
+/// `noErr` (0, MacTypes.h): success, the same value as `errSecSuccess`.
+public var noErr: OSStatus { 0 }
 /// `errSecSuccess` (0).
 public let errSecSuccess: OSStatus = 0
 /// `errSecUnimplemented` (-4).
 public let errSecUnimplemented: OSStatus = -4
 /// `errSecDiskFull` (-34).
 public let errSecDiskFull: OSStatus = -34
+/// `errSecDskFull` (-34): the older name of `errSecDiskFull`.
+public let errSecDskFull: OSStatus = -34
 /// `errSecIO` (-36).
 public let errSecIO: OSStatus = -36
+/// `errSecOpWr` (-49): the file is already open with write permission.
+public let errSecOpWr: OSStatus = -49
 /// `errSecParam` (-50).
 public let errSecParam: OSStatus = -50
 /// `errSecWrPerm` (-61).
@@ -23,6 +29,8 @@ public let errSecUserCanceled: OSStatus = -128
 public let errSecBadReq: OSStatus = -909
 /// `errSecInternalComponent` (-2070).
 public let errSecInternalComponent: OSStatus = -2070
+/// `errSecCoreFoundationUnknown` (-4960).
+public let errSecCoreFoundationUnknown: OSStatus = -4960
 /// `errSecNotAvailable` (-25291).
 public let errSecNotAvailable: OSStatus = -25291
 /// `errSecReadOnly` (-25292).

@@ -124,7 +124,7 @@ struct ConstantTests {
         (kSecValueData, "v_Data"), (kSecValueRef, "v_Ref"), (kSecValuePersistentRef, "v_PersistentRef"),
         (kSecUseDataProtectionKeychain, "nleg"), (kSecUseAuthenticationUI, "u_AuthUI"), (kSecUseAuthenticationUIAllow, "u_AuthUIA"),
         (kSecUseAuthenticationUIFail, "u_AuthUIF"), (kSecUseAuthenticationUISkip, "u_AuthUIS"), (kSecUseAuthenticationContext, "u_AuthCtx"),
-        (kSecUseOperationPrompt, "u_OpPrompt"), (kSecAttrTokenIDSecureEnclave, "com.apple.setoken"),
+        (kSecUseOperationPrompt, "u_OpPrompt"), (kSecUseNoAuthenticationUI, "u_NoAuthUI"), (kSecAttrTokenIDSecureEnclave, "com.apple.setoken"),
         (kSecAttrSubject, "subj"), (kSecAttrIssuer, "issr"), (kSecAttrSerialNumber, "slnr"), (kSecAttrSubjectKeyID, "skid"),
         (kSecAttrPublicKeyHash, "pkhh"), (kSecAttrCertificateType, "ctyp"), (kSecAttrCertificateEncoding, "cenc"),
         (kSecAttrKeyClassPublic, "0"), (kSecAttrKeyClassPrivate, "1"), (kSecAttrKeyClassSymmetric, "2"), (kSecAttrKeyTypeRSA, "42"),
