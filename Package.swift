@@ -18,6 +18,10 @@ let package = Package(
         .library(name: "KeychainFile", targets: ["KeychainFile"]),
         .library(name: "Keystone", targets: ["Keystone"]),
         .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
+        // `import Security` and `import LocalAuthentication` on Linux. Depend on these two only on the platforms of
+        // `linuxOnly` (`condition: .when(platforms: [.linux, ...])`): on Apple platforms the SDK's frameworks are meant.
+        .library(name: "Security", targets: ["Security"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .executable(name: "keystone", targets: ["KeystoneCLI"]),
         .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
     ],
@@ -51,6 +55,14 @@ let package = Package(
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
+
+        // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with
+        // `import Security` / `import LocalAuthentication` unchanged. Empty when built for an Apple platform. Nothing
+        // in this package depends on them except for `linuxOnly` platforms: an Apple build of a dependent never builds them.
+        // (A `swift build` of this package itself builds every target; on a Mac these two empty modules would then sit
+        // in the build's module directory, ahead of the SDK's Security framework: untested, as nobody here has a Mac.)
+        .target(name: "Security", dependencies: ["KeychainServices"], swiftSettings: settings),
+        .target(name: "LocalAuthentication", dependencies: ["KeychainServices"], swiftSettings: settings),
 
         // The typed Swift API, the same source on every platform.
         .target(name: "Keystone", dependencies: ["KeychainEngine", "KeychainServices"], swiftSettings: settings),

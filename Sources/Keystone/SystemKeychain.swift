@@ -1,10 +1,13 @@
 import Foundation
 import KeychainServices
-#if canImport(Security)
+// On Apple platforms KeychainServices re-exports these; imported here too so the file reads as Apple code does.
+// `canImport(Darwin)`, not `canImport(Security)`: on Linux a `Security` module exists (this package's, which
+// Keystone does not depend on), and whether it is found would depend on the build order.
+#if canImport(Darwin)
 import Security
-#endif
 #if canImport(LocalAuthentication)
 import LocalAuthentication
+#endif
 #endif
 
 // The only file of Keystone that calls Keychain Services (SecItem*, SecAccessControl, LAContext).
