@@ -84,9 +84,14 @@ let package = Package(
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
         ], swiftSettings: settings),
 
+        // One suite at a time owns the process-wide default keychain of the SecItem functions (tests of every target
+        // run in one process, in parallel).
+        .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
+
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
-        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
+                    swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
