@@ -84,6 +84,12 @@ let package = Package(
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
         ], swiftSettings: settings),
 
+        // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
+        // with the two products above, exactly as a user's code is.
+        .target(name: "AppleStyleKeychain", dependencies: [
+            .target(name: "Security", condition: .when(platforms: linuxOnly)),
+            .target(name: "LocalAuthentication", condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/Fixtures/AppleStyleKeychain", swiftSettings: settings),
         // One suite at a time owns the process-wide default keychain of the SecItem functions (tests of every target
         // run in one process, in parallel).
         .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
@@ -91,6 +97,8 @@ let package = Package(
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
+                    swiftSettings: settings),
+        .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
