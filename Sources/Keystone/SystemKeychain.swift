@@ -147,8 +147,10 @@ public struct SystemKeychain: KeychainStore {
                 table[ObjectIdentifier(context)] = entry
             }
             let laContext = entry.laContext
-            // Apple has these two properties on iOS, macOS and visionOS only.
-            #if !canImport(Darwin) || os(iOS) || os(macOS) || os(visionOS)
+            // Apple has these two properties on iOS, macOS and visionOS only. Spelled as the platforms without
+            // them (same meaning everywhere), so the Apple SDK stand-in check (Tests/AppleSDKStandIn/check.sh:
+            // Linux with a stand-in Darwin) compiles this branch.
+            #if !os(tvOS) && !os(watchOS)
             laContext.touchIDAuthenticationAllowableReuseDuration = context.reuseDuration
             laContext.interactionNotAllowed = context.interactionNotAllowed
             #endif
