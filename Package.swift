@@ -9,6 +9,20 @@ let settings: [SwiftSetting] = [
 // Linux-only pieces stay out of the Apple-platform build.
 let linuxOnly: [Platform] = [.linux, .android, .openbsd, .windows]
 
+// The modules that let Apple-platform code say `import Security` / `import LocalAuthentication` on Linux. A module of
+// that name must never exist in a build on a Mac: `swift build` of this package builds every target, and a module in
+// the build's module directory is found before the SDK's framework, so KeychainServices' own `import Security` would
+// get the empty stand-in. When the manifest is evaluated on an Apple host, the products keep their names (so a
+// dependent's manifest resolves everywhere) but their modules are named apart. Decision: cross-compiling from a Mac
+// to Linux therefore gets no `Security` module; such code says `import KeychainServices`.
+#if canImport(Darwin)
+let securityModule = "KeystoneSecurityPlaceholder"
+let localAuthenticationModule = "KeystoneLocalAuthenticationPlaceholder"
+#else
+let securityModule = "Security"
+let localAuthenticationModule = "LocalAuthentication"
+#endif
+
 let package = Package(
     name: "Keystone",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
@@ -18,6 +32,10 @@ let package = Package(
         .library(name: "KeychainFile", targets: ["KeychainFile"]),
         .library(name: "Keystone", targets: ["Keystone"]),
         .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
+        // `import Security` and `import LocalAuthentication` on Linux. Depend on these two only on the platforms of
+        // `linuxOnly` (`condition: .when(platforms: [.linux, ...])`): on Apple platforms the SDK's frameworks are meant.
+        .library(name: "Security", targets: [securityModule]),
+        .library(name: "LocalAuthentication", targets: [localAuthenticationModule]),
         .executable(name: "keystone", targets: ["KeystoneCLI"]),
         .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
     ],
@@ -55,6 +73,13 @@ let package = Package(
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
+        // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with
+        // `import Security` / `import LocalAuthentication` unchanged. Empty when built for an Apple platform. Nothing
+        // in this package depends on them except for `linuxOnly` platforms: an Apple build of a dependent never builds them,
+        // and on an Apple host they are named apart (see `securityModule`).
+        .target(name: securityModule, dependencies: ["KeychainServices"], path: "Sources/Security", swiftSettings: settings),
+        .target(name: localAuthenticationModule, dependencies: ["KeychainServices"], path: "Sources/LocalAuthentication", swiftSettings: settings),
+
         // The typed Swift API, the same source on every platform.
         .target(name: "Keystone", dependencies: ["KeychainEngine", "KeychainServices"], swiftSettings: settings),
         // Test doubles that follow the keychain's rules.
@@ -75,9 +100,22 @@ let package = Package(
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
         ], swiftSettings: settings),
 
+        // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
+        // with the two products above, exactly as a user's code is.
+        .target(name: "AppleStyleKeychain", dependencies: [
+            .target(name: securityModule, condition: .when(platforms: linuxOnly)),
+            .target(name: localAuthenticationModule, condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/Fixtures/AppleStyleKeychain", swiftSettings: settings),
+        // One suite at a time owns the process-wide default keychain of the SecItem functions (tests of every target
+        // run in one process, in parallel).
+        .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
+
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
-        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
+                    swiftSettings: settings),
+        .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
+                    swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [

@@ -1,10 +1,13 @@
 import Foundation
 import KeychainServices
-#if canImport(Security)
+// On Apple platforms KeychainServices re-exports these; imported here too so the file reads as Apple code does.
+// `canImport(Darwin)`, not `canImport(Security)`: on Linux a `Security` module exists (this package's, which
+// Keystone does not depend on), and whether it is found would depend on the build order.
+#if canImport(Darwin)
 import Security
-#endif
 #if canImport(LocalAuthentication)
 import LocalAuthentication
+#endif
 #endif
 
 // The only file of Keystone that calls Keychain Services (SecItem*, SecAccessControl, LAContext).
@@ -144,8 +147,10 @@ public struct SystemKeychain: KeychainStore {
                 table[ObjectIdentifier(context)] = entry
             }
             let laContext = entry.laContext
-            // Apple has these two properties on iOS, macOS and visionOS only.
-            #if !canImport(Darwin) || os(iOS) || os(macOS) || os(visionOS)
+            // Apple has these two properties on iOS, macOS and visionOS only. Spelled as the platforms without
+            // them (same meaning everywhere), so the Apple SDK stand-in check (Tests/AppleSDKStandIn/check.sh:
+            // Linux with a stand-in Darwin) compiles this branch.
+            #if !os(tvOS) && !os(watchOS)
             laContext.touchIDAuthenticationAllowableReuseDuration = context.reuseDuration
             laContext.interactionNotAllowed = context.interactionNotAllowed
             #endif

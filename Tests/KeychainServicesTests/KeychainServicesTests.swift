@@ -1,6 +1,7 @@
 // Linux-only: these tests use KeychainServices' own API (the default engine, SecItemBridge), which Apple
 // platforms replace with the Security framework. AppleStyleCode.swift compiles on both.
 #if !canImport(Darwin)
+import DefaultKeychainLock
 import Foundation
 import KeychainEngine
 import KeychainServices
@@ -19,10 +20,11 @@ final class Prompts: Authenticator {
 /// Tests of the SecItem functions over the process-wide default keychain.
 ///
 /// Every test replaces the default keychain with a fresh one in memory (never the user's keychain file), so
-/// these suites run one at a time (`.serialized` covers the nested suites and `IdiomTests`' extension).
+/// these suites run one at a time (`.serialized` covers the nested suites and `IdiomTests`' extension), and
+/// only while no suite of another target that uses the default keychain runs (`.ownsDefaultKeychain`).
 /// Unique service names would not be enough: the KeychainManager facade's `deleteAll` wipes every generic
 /// password of the keychain, and some tests change the default engine itself.
-@Suite("KeychainServices: Apple's API on Linux", .serialized)
+@Suite("KeychainServices: Apple's API on Linux", .serialized, .ownsDefaultKeychain)
 struct KeychainServicesTests {
     init() { KeychainServicesDefaults.useMemoryKeychain() }
 

@@ -8,7 +8,7 @@ import Testing
 
 // Tests that touch no keychain: value conversion, constants, status codes, messages, error bridging.
 // They run in parallel with everything else, so they never call a SecItem function or LAContext.evaluatePolicy:
-// those use the process-wide default keychain, which only the serialized `KeychainServicesTests` suite sets.
+// those use the process-wide default keychain, which only suites marked `.ownsDefaultKeychain` set.
 
 @Suite("Values passed in SecItem dictionaries")
 struct ValueConversionTests {

@@ -1,0 +1,14 @@
+// `import LocalAuthentication` on Linux: `LAContext`, `LAPolicy`, `LABiometryType` and `LAError`, which
+// KeychainServices declares (Sources/KeychainServices/LocalAuthentication.swift).
+//
+// It re-exports the whole of KeychainServices, not only those names (they stay KeychainServices' own types, the
+// LAContext that `kSecUseAuthenticationContext` takes): on Linux `import LocalAuthentication` alone also makes the
+// SecItem names visible, where Apple's LocalAuthentication does not. Code written for Apple platforms compiles
+// the same either way.
+//
+// Depend on the `LocalAuthentication` product only on non-Apple platforms:
+// `.product(name: "LocalAuthentication", package: "keystone", condition: .when(platforms: [.linux]))`.
+// On Apple platforms `import LocalAuthentication` is the SDK's framework, and this module is empty.
+#if !canImport(Darwin)
+@_exported import KeychainServices
+#endif
