@@ -138,7 +138,10 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
         switch (lhs, rhs) {
         case (.string(let a), .string(let b)): return Self.sameBytes(a, b)
         case (.data(let a), .data(let b)): return a == b
-        case (.string(let s), .data(let d)), (.data(let d), .string(let s)): return s.utf8.count == d.count && s.utf8.elementsEqual(d)
+        case (.string(let s), .data(let d)), (.data(let d), .string(let s)):
+            return s.utf8.count == d.count && d.withUnsafeBytes { y in
+                s.utf8.withContiguousStorageIfAvailable { x in d.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, d.count) == 0 }
+            } ?? s.utf8.elementsEqual(d)
         case (.number(let a), .number(let b)): return a == b
         case (.bool(let a), .bool(let b)): return a == b
         case (.date(let a), .date(let b)): return a == b
@@ -151,8 +154,10 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
         case .string(let s):
             // Strings and data hash alike: their bytes, then their length.
             hasher.combine(0 as UInt8)
-            var s = s
-            s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            if s.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+                var copy = s
+                copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            }
             hasher.combine(s.utf8.count)
         case .data(let d):
             hasher.combine(0 as UInt8)
@@ -165,9 +170,12 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
     }
 
     private static func sameBytes(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.count == b.utf8.count else { return false }
-        var a = a, b = b
-        return a.withUTF8 { x in b.withUTF8 { y in x.elementsEqual(y) } }
+        let count = a.utf8.count
+        guard count == b.utf8.count else { return false }
+        if let same = a.utf8.withContiguousStorageIfAvailable({ x in
+            b.utf8.withContiguousStorageIfAvailable { y in count == 0 || memcmp(x.baseAddress!, y.baseAddress!, count) == 0 }
+        }), let same { return same }
+        return a.utf8.elementsEqual(b.utf8)
     }
 
     /// The bytes a string or data value is compared by (a string's UTF-8), or nil for other values.
