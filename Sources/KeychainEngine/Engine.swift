@@ -479,7 +479,7 @@ public final class KeychainEngine: Sendable {
         if keys == 1 && q.returnData { return .data(data ?? Data()) }
         if keys == 1 && q.returnPersistentRef { return .data(item.persistentReference) }
         var dictionary: KeychainQuery = [:]
-        if q.returnAttributes {
+        if q.returnAttributes || q.returnRef {
             dictionary[Key.class] = .string(item.itemClass.rawValue)
             for (key, value) in item.attributes where !key.hasPrefix("_") {
                 dictionary[key] = KeychainValue(value)
@@ -490,7 +490,17 @@ public final class KeychainEngine: Sendable {
         }
         if q.returnData { dictionary[Key.valueData] = .data(data ?? Data()) }
         if q.returnPersistentRef { dictionary[Key.valuePersistentRef] = .data(item.persistentReference) }
-        if q.returnRef { dictionary[Key.valueRef] = .data(item.persistentReference) }
+        if q.returnRef {
+            // The material of a reference (a key, certificate or identity object; passwords have none), as
+            // Apple's server hands its client what it needs to make one (SecDbItemCopyResult adds the
+            // attributes and the data when a reference is asked): the attributes (above), the persistent
+            // reference under v_Ref, and the data, unless reading it needs an authentication: then the
+            // object must fetch it through the persistent reference when it is used, and authenticate then.
+            // KeychainServices makes the object and keeps only what was asked.
+            dictionary[Key.valueRef] = .data(item.persistentReference)
+            let protected = configuration.enforcesAccessControl && (item.accessControl?.flags.requiresAuthentication ?? false)
+            if !q.returnData, !protected { dictionary[Key.valueData] = .data(item.secret ?? Data()) }
+        }
         return .attributes(dictionary)
     }
 

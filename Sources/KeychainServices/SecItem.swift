@@ -11,8 +11,8 @@ import KeychainEngine
 ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`…
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     SecItemBridge.run(result) {
-        let typed = try SecItemBridge.query(attributes)
-        return try KeychainServicesDefaults.currentEngine().add(typed)
+        let typed = try SecItemBridge.query(SecItemReferences.expanding(attributes, forAdd: true))
+        return (try KeychainServicesDefaults.currentEngine().add(typed), typed)
     }
 }
 
@@ -22,11 +22,11 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 ///   `result`), `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`, `errSecDecode`…
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     SecItemBridge.run(result) {
-        let typed = try SecItemBridge.query(query)
+        let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         if result == nil, SecItemBridge.returnKeys.contains(where: { typed[$0]?.boolValue == true }) {
             throw EngineError.param("return keys need a result pointer (errSecReturnMissingPointer)")
         }
-        return try KeychainServicesDefaults.currentEngine().copyMatching(typed)
+        return (try KeychainServicesDefaults.currentEngine().copyMatching(typed), typed)
     }
 }
 
@@ -35,10 +35,10 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`…
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     SecItemBridge.run(nil) {
-        let typed = try SecItemBridge.query(query)
+        let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         let changes = try SecItemBridge.query(attributesToUpdate)
         try KeychainServicesDefaults.currentEngine().update(typed, with: changes)
-        return nil
+        return (nil, typed)
     }
 }
 
@@ -47,9 +47,9 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecParam`, `errSecInteractionNotAllowed`…
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     SecItemBridge.run(nil) {
-        let typed = try SecItemBridge.query(query)
+        let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         try KeychainServicesDefaults.currentEngine().delete(typed)
-        return nil
+        return (nil, typed)
     }
 }
 
@@ -62,10 +62,11 @@ public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMuta
 public enum SecItemBridge {
     static let returnKeys = [Key.returnData, Key.returnAttributes, Key.returnRef, Key.returnPersistentRef]
 
-    static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, _ body: () throws -> ItemResult?) -> OSStatus {
+    /// Runs a SecItem call: `body` returns the engine's result and the typed query it answered.
+    static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, _ body: () throws -> (ItemResult?, KeychainQuery)) -> OSStatus {
         do {
-            let value = try body()
-            result?.pointee = value.map(object(_:))
+            let (value, query) = try body()
+            result?.pointee = value.map { SecItemReferences.object(for: $0, query: query) }
             return errSecSuccess
         } catch let error as EngineError {
             return error.status

@@ -242,3 +242,36 @@ struct OperationTests {
         #expect(f.storage.count == 1)
     }
 }
+
+/// Apple's server answers kSecReturnRef with what its client needs to make the object (SecDbItemCopyResult adds
+/// the attributes and the data when a reference is asked); passwords get no reference at all.
+@Suite("kSecReturnRef: the material of a reference")
+struct ReferenceMaterialTests {
+    let key: KeychainQuery = [Key.class: .string("keys"), Key.applicationTag: .string("tag"), Key.keyClass: .string("1"),
+                              Key.valueData: .data(Data("private-key-bytes".utf8))]
+
+    @Test("a key's reference brings its class, attributes, persistent reference and data")
+    func keyMaterial() throws {
+        let f = Fixture()
+        try f.engine.add(key)
+        let material = try #require(try f.engine.copyMatching([Key.class: .string("keys"), Key.returnRef: .bool(true)])?.attributes)
+        #expect(material[Key.class] == .string("keys"))
+        #expect(material[Key.applicationTag] == .string("tag"))
+        #expect(material[Key.keyClass] == .number(1))
+        #expect(material[Key.valueData] == .data(Data("private-key-bytes".utf8)))
+        guard case .data(let ref)? = material[Key.valueRef] else { Issue.record("no persistent reference"); return }
+        #expect(PersistentReference(data: ref)?.itemClass == .key)
+    }
+
+    @Test("a key that needs an authentication gives its reference without its data, and without a prompt")
+    func protectedKeyMaterial() throws {
+        let f = Fixture()
+        var protected = key
+        protected[Key.accessControl] = .accessControl(AccessControl(accessibility: .whenUnlocked, flags: .userPresence))
+        try f.engine.add(protected)
+        f.engine.authenticator = FixedAuthenticator(.userCancel)
+        let material = try #require(try f.engine.copyMatching([Key.class: .string("keys"), Key.returnRef: .bool(true)])?.attributes)
+        #expect(material[Key.valueData] == nil)
+        #expect(material[Key.valueRef] != nil)
+    }
+}
