@@ -238,6 +238,9 @@ public final class KeychainEngine: Sendable {
     private func prepareAdd(_ input: KeychainQuery, _ config: EngineConfiguration) throws -> (ParsedQuery, StoredItem) {
         let q = try ParsedQuery(input, for: .add)
         guard q.persistentReference == nil else { throw EngineError.param("kSecValuePersistentRef cannot be added") }
+        guard q.itemClass != .identity else {
+            throw EngineError.param("an identity is a certificate and its private key: add those (or a SecIdentity in kSecValueRef)")
+        }
         if q.accessControl != nil && q.accessibility != nil {
             throw EngineError.param("kSecAttrAccessible and kSecAttrAccessControl are mutually exclusive")
         }
@@ -326,7 +329,7 @@ public final class KeychainEngine: Sendable {
     ///
     /// - Parameter stopAfter: stop once this many readable matches were found (a match limit).
     /// - Throws: `errSecInteractionNotAllowed` when a row it reaches is locked; `errSecMissingEntitlement`.
-    private func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration,
+    func matches(_ q: ParsedQuery, in reader: any StorageReader, config: EngineConfiguration,
                          stopAfter: Int? = nil) throws -> Matches {
         if let group = q.attributes[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) {
             throw EngineError(Status.missingEntitlement, "the access group is not among the caller's entitled groups")
@@ -411,7 +414,7 @@ public final class KeychainEngine: Sendable {
     // MARK: - Authentication
 
     /// Checks the authentication `item`'s secret needs; returns false when the item is to be skipped.
-    private func authorize(_ item: StoredItem, _ q: ParsedQuery, operation: String, config: EngineConfiguration) throws -> Bool {
+    func authorize(_ item: StoredItem, _ q: ParsedQuery, operation: String, config: EngineConfiguration) throws -> Bool {
         guard let ac = item.accessControl, ac.flags.requiresAuthentication, config.enforcesAccessControl else { return true }
         if ac.flags.contains(.biometryCurrentSet),
            let enrolled = item.attributes[Self.enrollmentAttribute]?.numberValue,
@@ -445,6 +448,7 @@ public final class KeychainEngine: Sendable {
     func performCopy(_ query: KeychainQuery, _ report: inout OperationReport) throws -> ItemResult? {
         let config = configuration
         let q = try ParsedQuery(query, for: .copy)
+        if q.itemClass == .identity { return try performIdentityCopy(q, &report) }
         let limit: Int? = { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }()
         // The search stops at the limit, unless items needing an authentication may be skipped (UI Skip):
         // then a later match may have to stand in for a skipped one.
@@ -474,7 +478,7 @@ public final class KeychainEngine: Sendable {
         return shape(results, q, limitOverride: nil)
     }
 
-    private func result(for item: StoredItem, _ q: ParsedQuery, data: Data?) -> ItemResult {
+    func result(for item: StoredItem, _ q: ParsedQuery, data: Data?) -> ItemResult {
         let keys = [q.returnData, q.returnAttributes, q.returnRef, q.returnPersistentRef].filter { $0 }.count
         if keys == 1 && q.returnData { return .data(data ?? Data()) }
         if keys == 1 && q.returnPersistentRef { return .data(item.persistentReference) }
@@ -504,7 +508,7 @@ public final class KeychainEngine: Sendable {
         return .attributes(dictionary)
     }
 
-    private func shape(_ results: [ItemResult], _ q: ParsedQuery, limitOverride: ParsedQuery.Limit?) -> ItemResult {
+    func shape(_ results: [ItemResult], _ q: ParsedQuery, limitOverride: ParsedQuery.Limit?) -> ItemResult {
         switch limitOverride ?? q.limit {
         case .one: return results[0]
         case .all, .count: return .array(results)
@@ -524,7 +528,7 @@ public final class KeychainEngine: Sendable {
         var changesSecret: Bool { changes.valueData != nil || changes.accessControl != nil }
     }
 
-    private func prepareUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ config: EngineConfiguration) throws -> UpdatePlan {
+    func prepareUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ config: EngineConfiguration) throws -> UpdatePlan {
         let q = try ParsedQuery(query, for: .update)
         let updateLimit: Int? = q.limitGiven ? { switch q.limit { case .one: return 1; case .all: return nil; case .count(let n): return n } }() : nil
         if q.hasReturnKeys { throw EngineError.param("SecItemUpdate's query takes no return keys") }
@@ -549,6 +553,7 @@ public final class KeychainEngine: Sendable {
     func performUpdate(_ query: KeychainQuery, _ changes: KeychainQuery, _ report: inout OperationReport) throws {
         let config = configuration
         let plan = try prepareUpdate(query, changes, config)
+        if plan.query.itemClass == .identity { return try performIdentityUpdate(plan, &report) }
         // Apply inside one write transaction. Authentication must not happen while the transaction is open:
         // when a target needs one, leave the transaction, authenticate, and apply again.
         var authorized: Set<Int64> = []
@@ -587,7 +592,7 @@ public final class KeychainEngine: Sendable {
     }
 
     /// `item` with `c`'s changes applied and a new modification date.
-    private func updated(_ original: StoredItem, with c: ParsedQuery, now: Date) throws -> StoredItem {
+    func updated(_ original: StoredItem, with c: ParsedQuery, now: Date) throws -> StoredItem {
         var item = original
         for (key, value) in c.attributes { item.attributes[key] = value }
         if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
@@ -740,6 +745,7 @@ public final class KeychainEngine: Sendable {
         let q = try ParsedQuery(query, for: .delete)
         if q.limitGiven && q.limit != .all { throw EngineError.param("SecItemDelete takes no match limit: it deletes every match") }
         if q.hasReturnKeys { throw EngineError.param("SecItemDelete takes no return keys") }
+        if q.itemClass == .identity { return try performIdentityDelete(q, &report) }
         // Keystone never deletes (or changes) a row it could not read and authenticate. A storage's index
         // columns (the digests it searches by) are not authenticated: trusting them would let someone who
         // swaps one make `delete account a` delete item b. So damaged matches are skipped and logged, the
