@@ -81,7 +81,11 @@ let package = Package(
         .target(name: localAuthenticationModule, dependencies: ["KeychainServices"], path: "Sources/LocalAuthentication", swiftSettings: settings),
 
         // The typed Swift API, the same source on every platform.
-        .target(name: "Keystone", dependencies: ["KeychainEngine", "KeychainServices"], swiftSettings: settings),
+        .target(name: "Keystone", dependencies: [
+            "KeychainEngine", "KeychainServices",
+            // CryptoKit keys in the keychain (`import Crypto`: swift-crypto, which re-exports CryptoKit on Apple platforms).
+            .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         // Test doubles that follow the keychain's rules.
         .target(name: "KeystoneTesting", dependencies: ["Keystone", "KeychainEngine"], swiftSettings: settings),
 
@@ -116,7 +120,11 @@ let package = Package(
                     swiftSettings: settings),
         .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
-        .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeystoneTests", dependencies: [
+            "Keystone", "KeystoneTesting", "KeychainEngine",
+            .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
             "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),

@@ -37,6 +37,9 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
         case invalidItem
         /// The store answered in a shape the operation did not ask for.
         case unexpectedResult
+        /// The item holds something other than the requested key type (another CryptoKit key type, another curve
+        /// or purpose, or a password), so it was neither read nor overwritten.
+        case keyTypeMismatch
     }
 
     /// What failed.
@@ -83,13 +86,15 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
     ///
     /// For Keystone's own failures it is the nearest keychain status: `errSecDecode` (-26275) for
     /// ``Code/stringEncoding`` and ``Code/decodingFailed``, `errSecParam` (-50) for ``Code/encodingFailed``
-    /// and ``Code/invalidItem``, `errSecInternalError` (-67671) for ``Code/unexpectedResult``.
+    /// and ``Code/invalidItem``, `errSecInternalError` (-67671) for ``Code/unexpectedResult``, `errSecInvalidItemRef`
+    /// (-25304) for ``Code/keyTypeMismatch``.
     public var status: Int32 {
         switch code {
         case .status(let status): return status
         case .stringEncoding, .decodingFailed: return Status.decode
         case .encodingFailed, .invalidItem: return Status.param
         case .unexpectedResult: return Status.internalError
+        case .keyTypeMismatch: return Status.invalidItemRef
         }
     }
 
@@ -102,6 +107,7 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
         case .encodingFailed: return "encodingFailed"
         case .invalidItem: return "invalidItem"
         case .unexpectedResult: return "unexpectedResult"
+        case .keyTypeMismatch: return "keyTypeMismatch"
         }
     }
 
@@ -114,6 +120,7 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
         case .encodingFailed: return "The value could not be encoded for storage."
         case .invalidItem: return "The keychain item description is not valid."
         case .unexpectedResult: return "The keychain returned a result of an unexpected shape."
+        case .keyTypeMismatch: return "The keychain item holds a different kind of key or secret than the one requested."
         }
     }
 
@@ -192,6 +199,8 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let invalidItem = KeychainError(code: .invalidItem)
     /// The store returned an unexpected result shape.
     public static let unexpectedResult = KeychainError(code: .unexpectedResult)
+    /// The item holds another key type (or a password) than the one requested: nothing was read or changed.
+    public static let keyTypeMismatch = KeychainError(code: .keyTypeMismatch)
 }
 
 extension KeychainError: LocalizedError {
@@ -241,6 +250,8 @@ extension KeychainError: LocalizedError {
             return "Give a non-empty service (or server) and valid attributes."
         case .unexpectedResult:
             return "The store does not follow SecItem's result shapes; check the KeychainStore implementation."
+        case .keyTypeMismatch:
+            return "Read the item with the key type it was saved with, or save this key under another tag, service or account."
         }
     }
 }
