@@ -73,7 +73,12 @@ let package = Package(
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
-            // SecCertificate's parsing (X.509 DER, the names and extensions).
+            // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
+            // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
+            // search path. A clean build compiles X509 before the Linux `Security` shim exists, but any rebuild of X509
+            // while `.build/<triple>/debug/Modules/Security.swiftmodule` exists (an existing .build directory, a
+            // swift-certificates update, a touched checkout) fails: "missing required modules: 'CKeyring', 'CSQLite'".
+            // Workaround: delete Modules/Security.* (or .build) and build again.
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
