@@ -20,8 +20,9 @@ public let kSecImportItemKeyID: CFString = "keyid"
 ///
 /// > Note: Not implemented on this platform yet: always `errSecUnimplemented`, `items` untouched. Neither
 /// > swift-certificates nor swift-asn1 reads PKCS#12 (its encrypted bags and password-based key derivation), and
-/// > Keystone adds no OpenSSL dependency. Read the certificate and key with other tools and create them with
-/// > ``SecCertificateCreateWithData(_:_:)``.
+/// > Keystone adds no system OpenSSL dependency. (swift-nio-ssl's `NIOSSLPKCS12Bundle`, over its vendored
+/// > BoringSSL, could parse it: a candidate, not yet a dependency.) Read the certificate and key with other tools
+/// > and create them with ``SecCertificateCreateWithData(_:_:)``.
 public func SecPKCS12Import(_ pkcs12_data: CFData, _ options: CFDictionary,
                             _ items: UnsafeMutablePointer<CFArray?>) -> OSStatus {
     errSecUnimplemented
