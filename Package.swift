@@ -44,6 +44,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
@@ -71,6 +73,15 @@ let package = Package(
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
+            // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
+            // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
+            // search path. A clean build compiles X509 before the Linux `Security` shim exists, but any rebuild of X509
+            // while `.build/<triple>/debug/Modules/Security.swiftmodule` exists (an existing .build directory, a
+            // swift-certificates update, a touched checkout) fails: "missing required modules: 'CKeyring', 'CSQLite'".
+            // Workaround: delete Modules/Security.* (or .build) and build again.
+            .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
+            .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with

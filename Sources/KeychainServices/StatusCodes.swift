@@ -125,6 +125,8 @@ public let errSecPkcs12VerifyFailure: OSStatus = -25264
 public let errSecNotSigner: OSStatus = -26267
 /// `errSecDecode` (-26275).
 public let errSecDecode: OSStatus = -26275
+/// `errSecInternal` (-26276): `SecCertificateCopyCommonName`'s status for a subject without a common name.
+public let errSecInternal: OSStatus = -26276
 /// `errSecServiceNotAvailable` (-67585).
 public let errSecServiceNotAvailable: OSStatus = -67585
 /// `errSecInsufficientClientID` (-67586).
