@@ -71,6 +71,9 @@ let package = Package(
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
+            // SecKey's algorithms (ECDSA, ECDH, ECIES, RSA) on Linux; on Apple platforms Security has them.
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with
@@ -98,6 +101,7 @@ let package = Package(
         // Speed and memory against baselines measured in the same run.
         .executableTarget(name: "KeystoneBenchmarks", dependencies: [
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
+            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
         // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
@@ -112,8 +116,12 @@ let package = Package(
 
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
-        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
-                    swiftSettings: settings),
+        .testTarget(name: "KeychainServicesTests", dependencies: [
+            "KeychainServices", "KeychainEngine", "DefaultKeychainLock",
+            // The SecKey tests convert keys to PEM / SPKI for the openssl interoperability tests.
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
         .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: ["Keystone", "KeystoneTesting", "KeychainEngine"], swiftSettings: settings),
