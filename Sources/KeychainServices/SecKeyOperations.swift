@@ -105,8 +105,21 @@ enum SecKeyPlan: Sendable {
     case ecies(SecKeyHash, variableIV: Bool)
     case ecdh(kdf: SecKeyHash?)
 
-    /// Parses Apple's algorithm identifier; nil for an algorithm Keystone does not know.
+    /// The plans of Apple's algorithms, parsed once (an operation looks its algorithm up instead of parsing it).
+    private static let known: [CFString: SecKeyPlan] = {
+        var plans: [CFString: SecKeyPlan] = [:]
+        for algorithm in SecKeyAlgorithm.allKnown { plans[algorithm.rawValue] = SecKeyPlan(parsing: algorithm) }
+        return plans
+    }()
+
+    /// The plan of Apple's algorithm identifier; nil for an algorithm Keystone does not know.
     init?(_ algorithm: SecKeyAlgorithm) {
+        guard let plan = SecKeyPlan.known[algorithm.rawValue] ?? SecKeyPlan(parsing: algorithm) else { return nil }
+        self = plan
+    }
+
+    /// Parses Apple's algorithm identifier; nil for an algorithm Keystone does not know.
+    private init?(parsing algorithm: SecKeyAlgorithm) {
         let parts = algorithm.rawValue.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 3, parts[0] == "algid" else { return nil }
         let hash = { (index: Int) in parts.count > index ? SecKeyHash(rawValue: parts[index]) : nil }
