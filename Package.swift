@@ -81,7 +81,9 @@ let package = Package(
             // Workaround: delete Modules/Security.* (or .build) and build again.
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
+            // SecKey's algorithms (ECDSA, ECDH, ECIES, RSA) and certificate digests on Linux; on Apple platforms Security has them.
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with
@@ -113,6 +115,7 @@ let package = Package(
         // Speed and memory against baselines measured in the same run.
         .executableTarget(name: "KeystoneBenchmarks", dependencies: [
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
+            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
         // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
@@ -127,8 +130,12 @@ let package = Package(
 
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
-        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
-                    swiftSettings: settings),
+        .testTarget(name: "KeychainServicesTests", dependencies: [
+            "KeychainServices", "KeychainEngine", "DefaultKeychainLock",
+            // The SecKey tests convert keys to PEM / SPKI for the openssl interoperability tests.
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
         .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: [

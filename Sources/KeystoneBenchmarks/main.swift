@@ -25,11 +25,19 @@ if CommandLine.arguments.contains("--profile-file-misses") {
     profileFileMisses()
     exit(0)
 }
+if CommandLine.arguments.contains("--keys") {
+    // SecKey only: ECDSA P-256 sign/verify and ECDH through SecKey against swift-crypto directly.
+    print("Keystone SecKey benchmarks\n")
+    runSecKeyBenchmarks(&report, n: quick ? 200 : 2_000)
+    report.print()
+    exit(0)
+}
 print("Keystone benchmarks (\(quick ? "quick" : "full") run)\n")
 if !CommandLine.arguments.contains("--file-only") {
     runFootprint(&report, scale: scale)
     runMemoryBenchmarks(&report, scale: scale)
 }
 runFileBenchmarks(&report, scale: scale)
+if !CommandLine.arguments.contains("--file-only") { runSecKeyBenchmarks(&report, n: quick ? 200 : 2_000) }
 print("")
 report.print()

@@ -4,41 +4,6 @@ import Foundation
 @testable import KeychainServices
 import Testing
 
-/// The openssl binary the tests run (CI installs it: `.ci/run`).
-enum OpenSSL {
-    static let path = "/usr/bin/openssl"
-    static let isAvailable = FileManager.default.isExecutableFile(atPath: path)
-    static let missing: Comment = "openssl is not installed at /usr/bin/openssl (Debian: apt-get install openssl)"
-
-    struct Failed: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    /// Runs openssl in `directory`; its standard output.
-    @discardableResult
-    static func run(_ arguments: [String], in directory: URL) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failed(description: "openssl \(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self))")
-        }
-        return data
-    }
-
-    static func text(_ arguments: [String], in directory: URL) throws -> String {
-        String(decoding: try run(arguments, in: directory), as: UTF8.self)
-    }
-}
-
 /// A certificate to make with `openssl req -x509`.
 struct CertificateSpec: Sendable, CustomTestStringConvertible {
     enum Key: Sendable { case ec, rsa }
