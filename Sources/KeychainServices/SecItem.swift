@@ -11,6 +11,9 @@ import KeychainEngine
 ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`…
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     SecItemBridge.run(result) {
+        if let identity = attributes.first(where: { ($0.key.base as? String) == Key.valueRef })?.value as? SecIdentity {
+            return (try SecItemReferences.addIdentity(identity, attributes), try SecItemBridge.query(attributes.filter { ($0.key.base as? String) != Key.valueRef }))
+        }
         let typed = try SecItemBridge.query(SecItemReferences.expanding(attributes, forAdd: true))
         return (try KeychainServicesDefaults.currentEngine().add(typed), typed)
     }

@@ -16,22 +16,42 @@ protocol SecItemReference: AnyObject {
     func keychainIdentity() throws -> KeychainQuery
 }
 
-/// Makes the object for a stored item from what the engine returns for `kSecReturnRef`: the class, the
-/// attributes, the persistent reference (`v_Ref`) and, unless reading it needs an authentication, the data.
-typealias SecItemReferenceMaker = @Sendable (_ material: KeychainQuery) -> AnyObject?
-
 enum SecItemReferences {
-    /// The object makers by class. Classes without one answer `kSecReturnRef` with the persistent reference.
-    nonisolated(unsafe) private static var makers: [ItemClass: SecItemReferenceMaker] = [:]
-    private static let lock = NSLock()
-
-    /// Registers how objects of `itemClass` are made from their stored items.
-    static func register(_ itemClass: ItemClass, _ maker: @escaping SecItemReferenceMaker) {
-        lock.withLock { makers[itemClass] = maker }
+    /// The object for a stored item, from what the engine returns for `kSecReturnRef` (the class, the attributes,
+    /// the persistent reference under `v_Ref`, and the data unless reading it needs an authentication).
+    ///
+    /// Decision: a key whose data needs an authentication (an access control with `.userPresence`…) is read,
+    /// with its prompt, when its object is made; Apple's keychain prompts when the key is used. nil when the
+    /// item is not the object it claims to be (damaged data): the caller then gets the persistent reference.
+    static func makeObject(_ material: KeychainQuery) -> AnyObject? {
+        guard let itemClass = material[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)) else { return nil }
+        switch itemClass {
+        case .key:
+            guard let data = material[Key.valueData]?.dataValue ?? fetchData(material[Key.valueRef]) else { return nil }
+            return try? SecKey.make(attributes: foundationAttributes(material), data: data)
+        case .certificate:
+            return material[Key.valueData]?.dataValue.flatMap { SecCertificateCreateWithData(nil, NSData(data: $0)) }
+        case .identity:
+            guard let der = material[KeychainEngine.identityCertificateData]?.dataValue,
+                  let certificate = SecCertificateCreateWithData(nil, NSData(data: der)),
+                  let keyData = material[KeychainEngine.identityKeyData]?.dataValue ?? fetchData(material[KeychainEngine.identityKeyReference]),
+                  let key = try? SecKey.make(attributes: foundationAttributes(material), data: keyData) else { return nil }
+            return SecIdentity(certificate: certificate, privateKey: key)
+        case .genericPassword, .internetPassword:
+            return nil
+        }
     }
 
-    static func maker(for itemClass: ItemClass) -> SecItemReferenceMaker? {
-        lock.withLock { makers[itemClass] }
+    /// The data of the item a persistent reference names, read with the keychain's rules (authentication included).
+    private static func fetchData(_ reference: KeychainValue?) -> Data? {
+        guard let reference else { return nil }
+        return try? KeychainServicesDefaults.currentEngine().copyMatching([Key.valuePersistentRef: reference, Key.returnData: .bool(true)])?.data
+    }
+
+    private static func foundationAttributes(_ material: KeychainQuery) -> CFDictionary {
+        var attributes: CFDictionary = [:]
+        for (key, value) in material { attributes[key] = SecItemBridge.object(value) }
+        return attributes
     }
 
     /// `dictionary` with a `kSecValueRef` object replaced by its item (for an add) or its identity (for a
@@ -68,9 +88,7 @@ enum SecItemReferences {
             let wantsData = query[Key.returnData]?.boolValue == true
             let wantsAttributes = query[Key.returnAttributes]?.boolValue == true
             let wantsPersistentRef = query[Key.returnPersistentRef]?.boolValue == true
-            let itemClass = material[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:))
-            let reference: AnyObject = itemClass.flatMap(maker(for:)).flatMap { $0(material) }
-                ?? SecItemBridge.object(material[Key.valueRef]!)
+            let reference: AnyObject = makeObject(material) ?? SecItemBridge.object(material[Key.valueRef]!)
             if !wantsData && !wantsAttributes && !wantsPersistentRef { return reference }
             var kept: KeychainQuery = [:]
             for (key, value) in material {
@@ -78,6 +96,7 @@ enum SecItemReferences {
                 case Key.valueRef: continue
                 case Key.valueData: if wantsData { kept[key] = value }
                 case Key.valuePersistentRef: if wantsPersistentRef { kept[key] = value }
+                case KeychainEngine.identityCertificateData, KeychainEngine.identityKeyData, KeychainEngine.identityKeyReference: continue
                 default: if wantsAttributes { kept[key] = value }
                 }
             }
@@ -85,6 +104,75 @@ enum SecItemReferences {
             dictionary[NSString(string: Key.valueRef)] = reference
             return dictionary
         }
+    }
+}
+
+// MARK: - The objects
+
+extension SecKey: SecItemReference {
+    func keychainItem() throws -> KeychainQuery {
+        var item = try SecItemBridge.query(keychainAttributes)
+        item[Key.class] = .string(ItemClass.key.rawValue)
+        item[Key.valueData] = .data(keyData)
+        return item
+    }
+
+    func keychainIdentity() throws -> KeychainQuery {
+        [Key.class: .string(ItemClass.key.rawValue), Key.applicationLabel: .data(applicationLabel),
+         Key.keyClass: .number(isPrivate ? 1 : 0)]
+    }
+}
+
+extension SecCertificate: SecItemReference {
+    func keychainItem() throws -> KeychainQuery {
+        guard let attributes = keychainAttributes else {
+            throw EngineError.param("the certificate's issuer name cannot be normalized, so it cannot be stored")
+        }
+        return try SecItemBridge.query(attributes)
+    }
+
+    func keychainIdentity() throws -> KeychainQuery {
+        let item = try keychainItem()
+        var identity: KeychainQuery = [Key.class: .string(ItemClass.certificate.rawValue)]
+        for key in [Key.certificateType, Key.issuer, Key.serialNumber] { identity[key] = item[key] }
+        return identity
+    }
+}
+
+extension SecIdentity: SecItemReference {
+    /// An identity is stored as its certificate and its private key: ``SecItemReferences/addIdentity(_:_:)``.
+    func keychainItem() throws -> KeychainQuery { try certificate.keychainItem() }
+
+    func keychainIdentity() throws -> KeychainQuery {
+        var identity = try certificate.keychainIdentity()
+        identity[Key.class] = .string(ItemClass.identity.rawValue)
+        return identity
+    }
+}
+
+extension SecItemReferences {
+    /// SecItemAdd of a SecIdentity, as Apple's client does it (SecItem.c, `explode_identity`): the certificate is
+    /// added (with the caller's other attributes), then the private key. A certificate already there is no error,
+    /// nor a key already there when the certificate was new; both already there is `errSecDuplicateItem`.
+    static func addIdentity(_ identity: SecIdentity, _ dictionary: CFDictionary) throws -> ItemResult? {
+        let engine = try KeychainServicesDefaults.currentEngine()
+        var attributes = dictionary
+        for key in attributes.keys where [Key.valueRef, Key.class].contains(key.base as? String) { attributes[key] = nil }
+        let given = try SecItemBridge.query(attributes)
+        // The caller's attributes go to both adds, as Apple's client passes the same dictionary to both.
+        let shared = given.filter { !$0.key.hasPrefix("r_") }
+        let certificate = try identity.certificate.keychainItem().merging(shared) { $1 }
+        var certificateIsNew = true
+        do { try engine.add(certificate) } catch let error as EngineError where error.status == Status.duplicateItem {
+            certificateIsNew = false
+        }
+        let key = try identity.privateKey.keychainItem().merging(shared) { $1 }
+        do { try engine.add(key) } catch let error as EngineError where error.status == Status.duplicateItem && certificateIsNew {}
+        let returns = given.filter { $0.key.hasPrefix("r_") }
+        guard !returns.isEmpty else { return nil }
+        var query = try identity.keychainIdentity()
+        for (name, value) in returns { query[name] = value }
+        return try engine.copyMatching(query)
     }
 }
 #endif

@@ -489,8 +489,9 @@ public let kSecPublicKeyAttrs: CFString = "public"
 ///   - error: Set to a CFError (errSecParam) when the parameters name no key Keystone can create.
 /// - Returns: The private key; ``SecKeyCopyPublicKey(_:)`` gives its public key.
 ///
-/// Keystone's keys live in memory: a permanent key (`kSecAttrIsPermanent` true) is stored by the keychain
-/// integration through ``SecKey/keychainAttributes`` and ``SecKey/keyData``; this function itself stores nothing.
+/// A permanent key (`kSecAttrIsPermanent` true, at the top level or in ``kSecPrivateKeyAttrs``) is added to the
+/// default keychain as a private-key item, with the accessibility, access control and access group given; if
+/// that fails, the function returns nil and the error carries the keychain's status (`errSecDuplicateItem`…).
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecKey? {
     withSecKeyError(error) {
         guard let type = SecKeyParameters.keyType(parameters) else {
@@ -518,10 +519,24 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
             }
             material = .ecPrivate(ECPrivateKey.generate(curve))
         }
-        return SecKey(material: material,
-                      applicationTag: SecKeyParameters.data(attribute(kSecAttrApplicationTag)),
-                      label: attribute(kSecAttrLabel) as? String,
-                      isPermanent: SecKeyParameters.bool(attribute(kSecAttrIsPermanent)) ?? false)
+        let key = SecKey(material: material,
+                         applicationTag: SecKeyParameters.data(attribute(kSecAttrApplicationTag)),
+                         label: attribute(kSecAttrLabel) as? String,
+                         isPermanent: SecKeyParameters.bool(attribute(kSecAttrIsPermanent)) ?? false)
+        if key.isPermanent {
+            // A permanent key is added to the keychain as a private-key item, with the access control or
+            // accessibility and access group the parameters give (Apple stores it the same way).
+            var item: [String: Any] = [kSecValueRef: key]
+            for name in [kSecAttrAccessible, kSecAttrAccessControl, kSecAttrAccessGroup, kSecAttrSynchronizable,
+                         kSecUseAuthenticationContext, kSecAttrTokenID] {
+                if let value = attribute(name) { item[name] = value }
+            }
+            let status = SecItemAdd(item, nil)
+            guard status == errSecSuccess else {
+                throw SecKeyFailure(status, "Storing the permanent key in the keychain failed: \(SecCopyErrorMessageString(status, nil) ?? "")")
+            }
+        }
+        return key
     }
 }
 

@@ -144,22 +144,26 @@ struct SecCertificateRefusalTests {
     }
 }
 
-/// A stand-in for the private key until SecKey exists.
-final class StandInKey: Sendable {}
+/// A private EC key, to pair with a certificate.
+func newPrivateKey() -> SecKey {
+    SecKeyCreateRandomKey([kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256], nil)!
+}
 
 @Suite("SecIdentity and SecPKCS12Import")
 struct SecIdentityTests {
-    @Test("SecIdentityCopyCertificate gives the identity's certificate")
-    func copiesCertificate() {
+    @Test("SecIdentityCopyCertificate and SecIdentityCopyPrivateKey give the identity's parts")
+    func copiesParts() {
         let certificate = makeCertificate(fixtureCertificate)!
-        let key = StandInKey()
+        let key = newPrivateKey()
         let identity = SecIdentity(certificate: certificate, privateKey: key)
         var copied: SecCertificate?
         #expect(SecIdentityCopyCertificate(identity, &copied) == errSecSuccess)
         #expect(copied === certificate)
-        #expect(ObjectIdentifier(identity.privateKey) == ObjectIdentifier(key))
+        var copiedKey: SecKey?
+        #expect(SecIdentityCopyPrivateKey(identity, &copiedKey) == errSecSuccess)
+        #expect(copiedKey === key)
         #expect(identity == SecIdentity(certificate: makeCertificate(fixtureCertificate)!, privateKey: key))
-        #expect(identity != SecIdentity(certificate: certificate, privateKey: StandInKey()))
+        #expect(identity != SecIdentity(certificate: certificate, privateKey: newPrivateKey()))
     }
 
     @Test("SecPKCS12Import is not implemented yet and leaves the items alone; the keys have Apple's values")
