@@ -176,7 +176,7 @@ extension SecCertificate {
         Data(Insecure.SHA1.hash(data: publicKeyBytes))
     }
 
-    /// The attributes Apple's keychain stores for this certificate as an item (`SecItemAdd` with
+    /// Keystone's own: the attributes Apple's keychain stores for this certificate as an item (`SecItemAdd` with
     /// `kSecValueRef`), keyed by the `kSecAttr…` strings; nil where Apple's dictionary is NULL (the issuer's
     /// normalization failed).
     ///
@@ -197,7 +197,7 @@ extension SecCertificate {
     /// `SecItemAdd` sets only when the caller gave no label (the integrator keeps that rule). Apple leaves `alis`
     /// (the email addresses) and the label out of the dictionary itself (`#if 0` in the function), so
     /// `alis` is not set.
-    var keychainAttributes: [String: Any]? {
+    public var keychainAttributes: [String: Any]? {
         guard let issuer = normalizedIssuerContent else { return nil }
         var attributes: [String: Any] = [
             kSecClass: kSecClassCertificate,
