@@ -69,7 +69,7 @@ public enum SecItemBridge {
     static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, _ body: () throws -> (ItemResult?, KeychainQuery)) -> OSStatus {
         do {
             let (value, query) = try body()
-            result?.pointee = value.map { SecItemReferences.object(for: $0, query: query) }
+            result?.pointee = try value.map { try SecItemReferences.object(for: $0, query: query) }
             return errSecSuccess
         } catch let error as EngineError {
             return error.status

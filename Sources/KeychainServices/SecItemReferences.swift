@@ -22,7 +22,7 @@ enum SecItemReferences {
     ///
     /// Decision: a key whose data needs an authentication (an access control with `.userPresence`…) is read,
     /// with its prompt, when its object is made; Apple's keychain prompts when the key is used. nil when the
-    /// item is not the object it claims to be (damaged data): the caller then gets the persistent reference.
+    /// item is not the object it claims to be (damaged data), or its data could not be read.
     static func makeObject(_ material: KeychainQuery) -> AnyObject? {
         guard let itemClass = material[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)) else { return nil }
         switch itemClass {
@@ -78,17 +78,32 @@ enum SecItemReferences {
 
     /// The Foundation object for an engine result, with references made for `kSecReturnRef` and only what
     /// the query asked for left in each dictionary.
-    static func object(for result: ItemResult, query: KeychainQuery) -> AnyObject {
+    ///
+    /// - Throws: `errSecDecode` when an item's stored data is not the key, certificate or identity its class says
+    ///   (damaged bytes): with several results that item is left out, as damaged rows are; alone, or when every
+    ///   item is damaged, the call fails. A wrong object is never handed back.
+    static func object(for result: ItemResult, query: KeychainQuery) throws -> AnyObject {
         guard query[Key.returnRef]?.boolValue == true else { return SecItemBridge.object(result) }
         switch result {
-        case .array(let items): return NSArray(array: items.map { object(for: $0, query: query) })
+        case .array(let items):
+            var objects: [AnyObject] = []
+            var firstFailure: (any Error)?
+            for item in items {
+                do { objects.append(try object(for: item, query: query)) } catch { firstFailure = firstFailure ?? error }
+            }
+            if objects.isEmpty, let firstFailure { throw firstFailure }
+            return NSArray(array: objects)
         case .data: return SecItemBridge.object(result)
         case .attributes(let material):
             guard material[Key.valueRef] != nil else { return SecItemBridge.object(result) }
             let wantsData = query[Key.returnData]?.boolValue == true
             let wantsAttributes = query[Key.returnAttributes]?.boolValue == true
             let wantsPersistentRef = query[Key.returnPersistentRef]?.boolValue == true
-            let reference: AnyObject = makeObject(material) ?? SecItemBridge.object(material[Key.valueRef]!)
+            guard let reference = makeObject(material) else {
+                let itemClass = material[Key.class]?.stringValue ?? "?"
+                KeystoneLog.logger.warning("a keychain item's data is not the object its class says", metadata: ["class": "\(itemClass)"])
+                throw EngineError(Status.decode, "the stored \(itemClass == "cert" ? "certificate" : itemClass == "keys" ? "key" : "identity") is damaged: its data is not one")
+            }
             if !wantsData && !wantsAttributes && !wantsPersistentRef { return reference }
             var kept: KeychainQuery = [:]
             for (key, value) in material {

@@ -47,3 +47,40 @@ func runSecKeyBenchmarks(_ report: inout Report, n: Int) {
     row("ECDH P-256", ecdhSecKey, ecdhCrypto)
     #endif
 }
+
+/// Key items against password items through the SecItem functions over an in-memory keychain, in the same run:
+/// `SecItemAdd` of a SecKey (`kSecValueRef`) and `SecItemCopyMatching` giving it back (`kSecReturnRef`), against
+/// `SecItemAdd` / `SecItemCopyMatching` (`kSecReturnData`) of a generic password with a secret of the same size.
+func runKeyItemBenchmarks(_ report: inout Report, n: Int) {
+    #if !canImport(Darwin)
+    KeychainServicesDefaults.useMemoryKeychain()
+    defer { KeychainServicesDefaults.useMemoryKeychain() }
+    let parameters: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256]
+    let keys = (0..<(n + 100)).map { _ in SecKeyCreateRandomKey(parameters as CFDictionary, nil)! }
+    let secret = Data(repeating: 7, count: 97)
+    var passwordRound = 0, keyRound = 0
+    let addPassword = measure(n, rounds: 1) { i in
+        passwordRound = i
+        _ = SecItemAdd([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
+                        kSecAttrAccount as String: "a\(i)", kSecValueData as String: secret] as CFDictionary, nil)
+    }
+    let addKey = measure(n, rounds: 1) { i in
+        keyRound = i
+        _ = SecItemAdd([kSecValueRef as String: keys[i], kSecAttrApplicationTag as String: Data("k\(i)".utf8)] as CFDictionary, nil)
+    }
+    var result: CFTypeRef?
+    let copyPassword = measure(n) { i in
+        _ = SecItemCopyMatching([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
+                                 kSecAttrAccount as String: "a\(i % (passwordRound + 1))", kSecReturnData as String: true] as CFDictionary, &result)
+    }
+    let copyKey = measure(n) { i in
+        _ = SecItemCopyMatching([kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data("k\(i % (keyRound + 1))".utf8),
+                                 kSecReturnRef as String: true] as CFDictionary, &result)
+    }
+    report.add("SecItemAdd of a SecKey (kSecValueRef), memory", String(format: "%.0f/s", 1e9 / addKey),
+               String(format: "password item %.0f/s, ratio %.2f×", 1e9 / addPassword, addPassword / addKey))
+    report.add("SecItemCopyMatching of a SecKey (kSecReturnRef), memory", String(format: "%.0f/s", 1e9 / copyKey),
+               String(format: "password data %.0f/s, ratio %.2f×", 1e9 / copyPassword, copyPassword / copyKey))
+    #endif
+}
+

@@ -29,6 +29,7 @@ if CommandLine.arguments.contains("--keys") {
     // SecKey only: ECDSA P-256 sign/verify and ECDH through SecKey against swift-crypto directly.
     print("Keystone SecKey benchmarks\n")
     runSecKeyBenchmarks(&report, n: quick ? 200 : 2_000)
+    runKeyItemBenchmarks(&report, n: quick ? 200 : 2_000)
     report.print()
     exit(0)
 }
@@ -38,6 +39,9 @@ if !CommandLine.arguments.contains("--file-only") {
     runMemoryBenchmarks(&report, scale: scale)
 }
 runFileBenchmarks(&report, scale: scale)
-if !CommandLine.arguments.contains("--file-only") { runSecKeyBenchmarks(&report, n: quick ? 200 : 2_000) }
+if !CommandLine.arguments.contains("--file-only") {
+    runSecKeyBenchmarks(&report, n: quick ? 200 : 2_000)
+    runKeyItemBenchmarks(&report, n: quick ? 200 : 2_000)
+}
 print("")
 report.print()

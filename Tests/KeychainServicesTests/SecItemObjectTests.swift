@@ -67,16 +67,24 @@ extension KeychainServicesTests {
             }
         }
 
-        @Test("a key item whose stored bytes are not a key gives back its persistent reference, never a wrong key")
+        @Test("a key item whose stored bytes are not a key is errSecDecode alone, and left out among others, never a wrong key")
         func damagedKeyData() throws {
             try withKeychain(.memory) {
                 #expect(addItem([kSecClass as String: kSecClassKey, kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom,
                                  kSecAttrKeyClass as String: kSecAttrKeyClassPrivate, kSecAttrApplicationTag as String: "broken",
                                  kSecValueData as String: Data([0x04, 0x01, 0x02])]) == errSecSuccess)
                 let (status, result) = copyItem([kSecClass as String: kSecClassKey, kSecReturnRef as String: true])
-                #expect(status == errSecSuccess)
-                #expect(!(result is SecKey))
-                #expect(result is Data)
+                #expect(status == errSecDecode)
+                #expect(result == nil)
+                let good = try #require(newKey(tag: "good"))
+                #expect(SecItemAdd([kSecValueRef as String: good] as CFDictionary, nil) == errSecSuccess)
+                let (allStatus, all) = copyItem([kSecClass as String: kSecClassKey, kSecReturnRef as String: true,
+                                                 kSecMatchLimit as String: kSecMatchLimitAll])
+                #expect(allStatus == errSecSuccess)
+                let keys = try #require(all as? [SecKey])
+                #expect(keys.count == 1 && keys.first == good)
+                // Its attributes are still readable, and it can be deleted.
+                #expect(attributesOf([kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: "broken"]) != nil)
             }
         }
     }
