@@ -107,6 +107,14 @@ let package = Package(
             "KeychainEngine", "KeychainFile",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            // The certificate and key verbs (import, export, find-certificate, find-identity, delete-certificate,
+            // delete-identity): SecCertificate / SecKey for the attributes Apple stores, swift-crypto for the PEM and
+            // PKCS#8 conversions, X509 for validity dates, SwiftASN1 for PEM blocks. Linux only, as those verbs are.
+            .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
+            .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // A child process for the keychain file's crash and multi-process tests.

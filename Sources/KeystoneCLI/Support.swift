@@ -22,6 +22,12 @@ struct ToolFailure: Error {
     }
 }
 
+/// A failure `security` reports in its own words with its own exit status (not an OSStatus's low byte).
+struct MessageFailure: Error {
+    let message: String
+    let exitCode: Int32
+}
+
 /// A usage problem found after parsing (exit status 2, as other usage errors).
 struct UsageFailure: Error {
     let message: String

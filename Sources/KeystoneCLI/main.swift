@@ -14,7 +14,7 @@ LoggingSystem.bootstrap { label in
 struct KeystoneTool: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keystone",
-        abstract: "Manage keychains and their passwords, with the verbs of macOS `security`.",
+        abstract: "Manage keychains, their passwords, certificates and keys, with the verbs of macOS `security`.",
         discussion: """
         Keychains are files: a name without '/' means $XDG_DATA_HOME/keystone/NAME.keychain-db \
         (~/.local/share/keystone when XDG_DATA_HOME is unset); the default keychain is $KEYSTONE_KEYCHAIN, \
@@ -28,7 +28,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self,
-        ])
+        ] + certificateVerbs)
 }
 
 /// Per verb: the single-letter options that take a value, and those that prompt when given last without one.
@@ -45,6 +45,12 @@ let optionTable: [String: (values: Set<Character>, prompts: Set<Character>)] = [
     "add-internet-password": (["a", "s", "w", "X", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t", "T"], ["w"]),
     "find-internet-password": (["a", "s", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t"], []),
     "delete-internet-password": (["a", "s", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t"], []),
+    "import": (["k", "t", "f", "P", "T"], []),
+    "export": (["k", "t", "f", "P", "o"], []),
+    "find-certificate": (["c", "e"], []),
+    "find-identity": (["p", "s"], []),
+    "delete-certificate": (["c", "Z"], []),
+    "delete-identity": (["c", "Z"], []),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -60,6 +66,9 @@ do {
     var command = try KeystoneTool.parseAsRoot(arguments)
     try command.run()
 } catch let failure as ToolFailure {
+    writeErr(failure.message + "\n")
+    exit(failure.exitCode)
+} catch let failure as MessageFailure {
     writeErr(failure.message + "\n")
     exit(failure.exitCode)
 } catch let failure as UsageFailure {
