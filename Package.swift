@@ -46,6 +46,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
@@ -84,6 +85,8 @@ let package = Package(
             // SecKey's algorithms (ECDSA, ECDH, ECIES, RSA) and certificate digests on Linux; on Apple platforms Security has them.
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
             .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            // SecPKCS12Import: swift-nio-ssl's NIOSSLPKCS12Bundle reads PKCS#12 with its vendored BoringSSL.
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with

@@ -24,18 +24,19 @@ struct ImportItems: ParsableCommand {
         abstract: "Import certificates and keys (PEM or DER) into a keychain.",
         discussion: """
         Reads PEM (one or several blocks: CERTIFICATE, PRIVATE KEY (PKCS#8), EC PRIVATE KEY (SEC1), RSA PRIVATE KEY \
-        (PKCS#1), PUBLIC KEY) or one DER certificate or key. Prints `N keys imported.` and `N certificates imported.` \
+        (PKCS#1), PUBLIC KEY), one DER certificate or key, or a PKCS#12 file (-f pkcs12, or a .p12/.pfx name; its \
+        passphrase from -P, a prompt, or one line of standard input). Prints `1 identity imported.`, `N keys imported.` and `N certificates imported.` \
         as security does. A certificate's label is its subject summary; a key's is "Imported Private Key" or \
         "Imported Public Key", as macOS sets. Items already in the keychain are left as they are; when nothing new \
         was imported, the import fails with errSecDuplicateItem (exit 45). Not supported (errSecUnimplemented, \
-        exit 252): PKCS#12 (-f pkcs12, .p12/.pfx), encrypted PEM keys, wrapped keys (-w) and the other \
+        exit 252): encrypted PEM keys, wrapped keys (-w) and the other \
         formats of security's -f.
         """)
     @Argument(help: "The file to import.") var file: String
     @Option(name: .customShort("k"), help: "Keychain to import into (default: the default keychain).") var keychain: String?
     @Option(name: .customShort("t"), help: "Item type: cert, priv, pub or agg (default: whatever the file holds).") var type: String?
-    @Option(name: .customShort("f"), help: "Format: pemseq, x509, openssl or pkcs8 (pkcs12 and the rest: not supported).") var format: String?
-    @Option(name: .customShort("P"), help: "Passphrase of a wrapped item (accepted; encrypted items are not supported).") var passphrase: String?
+    @Option(name: .customShort("f"), help: "Format: pemseq, x509, openssl, pkcs8 or pkcs12 (the rest: not supported).") var format: String?
+    @Option(name: .customShort("P"), help: "Passphrase of a PKCS#12 file (visible to other users in ps: prefer the prompt or standard input).") var passphrase: String?
     @Flag(name: .customShort("w"), help: "Wrapped key (not supported).") var wrapped = false
     @Flag(name: .customShort("x"), help: "Non-extractable (accepted; keys stay exportable here).") var nonExtractable = false
     @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
@@ -53,11 +54,8 @@ struct ImportItems: ParsableCommand {
     mutating func run() throws {
         let function = "SecKeychainItemImport"
         let lowerName = file.lowercased()
-        if format == "pkcs12" || (format == nil && (lowerName.hasSuffix(".p12") || lowerName.hasSuffix(".pfx"))) {
-            throw ToolFailure(function: function, status: Status.unimplemented,
-                              reason: "PKCS#12 is not supported yet. Convert it: openssl pkcs12 -in FILE -nokeys -out cert.pem, and openssl pkcs12 -in FILE -nocerts -nodes -out key.pem (keep key.pem private), then import both")
-        }
-        if let format, !["pemseq", "x509", "openssl", "pkcs8"].contains(format) {
+        let isPKCS12 = format == "pkcs12" || (format == nil && (lowerName.hasSuffix(".p12") || lowerName.hasSuffix(".pfx")))
+        if let format, !["pemseq", "x509", "openssl", "pkcs8", "pkcs12"].contains(format) {
             throw ToolFailure(function: function, status: Status.unimplemented, reason: "the format \(format) is not supported: use PEM or DER certificates and PKCS#8, SEC1 or PKCS#1 keys")
         }
         if wrapped {
@@ -66,7 +64,16 @@ struct ImportItems: ParsableCommand {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ToolFailure(function: function, status: Status.io, reason: "cannot read \"\(file)\"")
         }
-        var items = try Self.parse(data)
+        var identities = 0
+        var items: [ImportedItem]
+        if isPKCS12 {
+            // The passphrase: -P (as security takes it; visible in `ps`), else a prompt or one line of standard input.
+            let secret = try passphrase ?? readSecret(prompt: "passphrase for \"\(file)\": ", option: "-P")
+            items = try Self.parsePKCS12(data, passphrase: secret)
+            identities = 1
+        } else {
+            items = try Self.parse(data)
+        }
         switch type {
         case "cert": items = items.filter { if case .certificate = $0 { true } else { false } }
         case "priv": items = items.filter { if case .privateKey = $0 { true } else { false } }
@@ -95,15 +102,48 @@ struct ImportItems: ParsableCommand {
             throw ToolFailure(function: function, status: Status.duplicateItem,
                               reason: "every item of \"\(file)\" is already in \"\(path)\"; nothing was imported")
         }
+        if identities > 0 {
+            // A PKCS#12 file's key and first certificate are its identity; its other certificates count as such.
+            keys -= min(keys, 1)
+            certificates -= min(certificates, 1)
+        }
         if json {
-            printJSON(["keychain": path, "certificates": certificates, "keys": keys, "identities": 0, "alreadyPresent": duplicates])
+            printJSON(["keychain": path, "certificates": certificates, "keys": keys, "identities": identities, "alreadyPresent": duplicates])
             return
         }
+        if identities > 0 { writeOut("1 identity imported.\n") }
         if keys > 0 { writeOut("\(keys) \(keys > 1 ? "keys" : "key") imported.\n") }
         if certificates > 0 { writeOut("\(certificates) \(certificates > 1 ? "certificates" : "certificate") imported.\n") }
         if duplicates > 0 {
             writeErr("keystone: \(duplicates) item\(duplicates == 1 ? " was" : "s were") already in the keychain and left as \(duplicates == 1 ? "it was" : "they were").\n")
         }
+    }
+
+    /// The identity (the private key and its certificate) and the other certificates of a PKCS#12 file, read by
+    /// `SecPKCS12Import`.
+    ///
+    /// - Throws: ``ToolFailure`` with errSecAuthFailed (wrong passphrase, exit 51) or errSecDecode (not a PKCS#12
+    ///   file Keystone can read).
+    static func parsePKCS12(_ data: Data, passphrase: String) throws -> [ImportedItem] {
+        var result: CFArray?
+        let status = SecPKCS12Import(NSData(data: data), [kSecImportExportPassphrase: passphrase], &result)
+        guard status == errSecSuccess, let item = (result as? [[String: Any]])?.first,
+              let identity = item[kSecImportItemIdentity] as? SecIdentity else {
+            let reason = status == errSecAuthFailed ? "the passphrase does not open the PKCS#12 file"
+                : "not a PKCS#12 file Keystone can read (an EC P-256/384/521 or RSA key and its certificate)"
+            throw ToolFailure(function: "SecPKCS12Import", status: status == errSecSuccess ? Status.decode : status, reason: reason)
+        }
+        var key: SecKey?
+        var certificate: SecCertificate?
+        _ = SecIdentityCopyPrivateKey(identity, &key)
+        _ = SecIdentityCopyCertificate(identity, &certificate)
+        guard let key, let certificate, let attributes = SecKeyCopyAttributes(key) as? [String: Any],
+              let type = attributes[kSecAttrKeyType] as? String,
+              let keyData = SecKeyCopyExternalRepresentation(key, nil) else {
+            throw ToolFailure(function: "SecPKCS12Import", status: Status.decode, reason: "the PKCS#12 file's identity is incomplete")
+        }
+        let chain = (item[kSecImportItemCertChain] as? [SecCertificate] ?? []).filter { $0 != certificate }
+        return [.privateKey(type: type, data: Data(referencing: keyData)), .certificate(certificate)] + chain.map { .certificate($0) }
     }
 
     /// The items of a PEM or DER file. Never a crash on garbage: errSecUnknownFormat with what was wrong.
@@ -150,7 +190,7 @@ struct ImportItems: ParsableCommand {
         if let key = KeyCodec.privateKey(der: data) { return [.privateKey(type: key.type, data: key.data)] }
         if let key = KeyCodec.publicKey(der: data) { return [.publicKey(type: key.type, data: key.data)] }
         throw ToolFailure(function: function, status: Status.unknownFormat,
-                          reason: "not a PEM file, nor one DER certificate or key (PKCS#12 is not supported)")
+                          reason: "not a PEM file, nor one DER certificate or key (a PKCS#12 file needs -f pkcs12 or a .p12/.pfx name)")
     }
 
     /// The PEM blocks of `text`, each with its type and its text from BEGIN to END (headers and text between
@@ -232,7 +272,7 @@ struct ExportItems: ParsableCommand {
     mutating func run() throws {
         let function = "SecItemExport"
         if let format, !["pemseq", "x509", "openssl", "pkcs8"].contains(format) {
-            throw ToolFailure(function: function, status: Status.unimplemented, reason: "the format \(format) is not supported (PKCS#12 is not available yet): use pemseq, x509, openssl or pkcs8")
+            throw ToolFailure(function: function, status: Status.unimplemented, reason: "the format \(format) is not supported (PKCS#12 export is not: import only): use pemseq, x509, openssl or pkcs8")
         }
         if wrapped || passphrase != nil {
             throw ToolFailure(function: function, status: Status.unimplemented, reason: "wrapped (passphrase-protected) export is not supported; the key is exported as plain PKCS#8: protect the file")

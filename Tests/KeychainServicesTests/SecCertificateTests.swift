@@ -166,11 +166,14 @@ struct SecIdentityTests {
         #expect(identity != SecIdentity(certificate: certificate, privateKey: newPrivateKey()))
     }
 
-    @Test("SecPKCS12Import is not implemented yet and leaves the items alone; the keys have Apple's values")
-    func pkcs12() {
+    @Test("SecPKCS12Import refuses garbage with errSecDecode and leaves the items alone; the keys have Apple's values")
+    func pkcs12Garbage() {
         var items: CFArray?
         let options: [String: Any] = [kSecImportExportPassphrase: "secret"]
-        #expect(SecPKCS12Import(Data([0x30, 0x00]) as NSData, options, &items) == errSecUnimplemented)
+        #expect(SecPKCS12Import(Data([0x30, 0x00]) as NSData, options, &items) == errSecDecode)
+        #expect(SecPKCS12Import(Data("not a file".utf8) as NSData, options, &items) == errSecDecode)
+        #expect(SecPKCS12Import(Data() as NSData, [:], &items) == errSecDecode)
+        #expect(SecPKCS12Import(Data([0x30, 0x03, 0x02, 0x01, 0x03]) as NSData, [kSecImportExportPassphrase: 42], &items) == errSecParam)
         #expect(items == nil)
         #expect([kSecImportExportPassphrase, kSecImportItemIdentity, kSecImportItemCertChain, kSecImportItemTrust,
                  kSecImportItemLabel, kSecImportItemKeyID] == ["passphrase", "identity", "chain", "trust", "label", "keyid"])

@@ -174,3 +174,85 @@ extension KeychainServicesTests {
     }
 }
 #endif
+
+#if !canImport(Darwin)
+/// SecPKCS12Import (SecImportExport.h) on files made by the real `openssl pkcs12 -export`: on iOS the identity and
+/// the chain come back and nothing is stored; a wrong password is errSecAuthFailed.
+@Suite("SecPKCS12Import reads what openssl pkcs12 writes", .enabled(if: OpenSSL.isAvailable, OpenSSL.missing))
+struct PKCS12Tests {
+    /// A key of `algorithm` (openssl's `-algorithm` / `-pkeyopt`), a self-signed certificate and a PKCS#12 of both.
+    static func pkcs12(_ keyArguments: [String], password: String) throws -> (p12: Data, certificate: Data) {
+        let work = try OpenSSLWorkspace()
+        defer { work.remove() }
+        _ = try work.run(["genpkey"] + keyArguments + ["-out", "key.pem"])
+        _ = try work.run(["req", "-x509", "-new", "-key", "key.pem", "-subj", "/CN=PKCS12 Test", "-days", "2", "-out", "cert.pem"])
+        let export = try work.run(["pkcs12", "-export", "-inkey", "key.pem", "-in", "cert.pem", "-passout", "pass:\(password)", "-out", "id.p12"])
+        #expect(export.status == 0, "\(export.output)")
+        _ = try work.run(["x509", "-in", "cert.pem", "-outform", "DER", "-out", "cert.der"])
+        return (try work.read("id.p12"), try work.read("cert.der"))
+    }
+
+    static let keyKinds: [[String]] = [
+        ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+        ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"],
+        ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+    ]
+
+    @Test("the identity's key signs for its certificate's key, the chain starts with that certificate, keyid is the key's klbl",
+          arguments: keyKinds)
+    func imports(_ keyArguments: [String]) throws {
+        let (p12, certificateDER) = try Self.pkcs12(keyArguments, password: "s3cret")
+        var items: CFArray?
+        #expect(SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "s3cret"] as CFDictionary, &items) == errSecSuccess)
+        let item = try #require((items as? [[String: Any]])?.first)
+        let identity = try #require(item[kSecImportItemIdentity as String] as? SecIdentity)
+        let chain = try #require(item[kSecImportItemCertChain as String] as? [SecCertificate])
+        #expect(SecCertificateCopyData(try #require(chain.first)) as Data == certificateDER)
+        #expect(item[kSecImportItemLabel as String] as? String == "PKCS12 Test")
+        var key: SecKey?
+        var certificate: SecCertificate?
+        #expect(SecIdentityCopyPrivateKey(identity, &key) == errSecSuccess)
+        #expect(SecIdentityCopyCertificate(identity, &certificate) == errSecSuccess)
+        let privateKey = try #require(key)
+        let certificateKey = try #require(certificate.flatMap(SecCertificateCopyKey))
+        let algorithm: SecKeyAlgorithm = keyArguments.contains("RSA") ? .rsaSignatureMessagePKCS1v15SHA256 : .ecdsaSignatureMessageX962SHA256
+        let message = Data("signed".utf8) as CFData
+        let signature = try #require(SecKeyCreateSignature(privateKey, algorithm, message, nil))
+        #expect(SecKeyVerifySignature(certificateKey, algorithm, message, signature, nil))
+        let attributes = try #require(SecKeyCopyAttributes(privateKey) as? [String: Any])
+        #expect(item[kSecImportItemKeyID as String] as? Data == attributes[kSecAttrApplicationLabel as String] as? Data)
+    }
+
+    @Test("a wrong passphrase is errSecAuthFailed and returns nothing")
+    func wrongPassphrase() throws {
+        let (p12, _) = try Self.pkcs12(Self.keyKinds[0], password: "right")
+        var items: CFArray?
+        #expect(SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "wrong"] as CFDictionary, &items) == errSecAuthFailed)
+        #expect(SecPKCS12Import(p12 as CFData, [:] as CFDictionary, &items) == errSecAuthFailed)
+        #expect(items == nil)
+        // A damaged file is not a password problem.
+        var damaged = p12
+        damaged.removeLast(damaged.count / 2)
+        #expect(SecPKCS12Import(damaged as CFData, [kSecImportExportPassphrase as String: "right"] as CFDictionary, &items) != errSecSuccess)
+        #expect(items == nil)
+    }
+}
+
+extension KeychainServicesTests {
+    @Suite("A PKCS#12 identity in the keychain", .enabled(if: OpenSSL.isAvailable, OpenSSL.missing))
+    struct PKCS12Keychain {
+        @Test("an imported identity added with kSecValueRef is found as an identity", arguments: SecItemStorage.allCases)
+        func addImported(storage: SecItemStorage) throws {
+            try withKeychain(storage) {
+                let (p12, _) = try PKCS12Tests.pkcs12(PKCS12Tests.keyKinds[0], password: "pw")
+                var items: CFArray?
+                #expect(SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "pw"] as CFDictionary, &items) == errSecSuccess)
+                let identity = try #require((items as? [[String: Any]])?.first?[kSecImportItemIdentity as String] as? SecIdentity)
+                #expect(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil) == errSecSuccess)
+                let found = copyItem([kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]).1 as? SecIdentity
+                #expect(found == identity)
+            }
+        }
+    }
+}
+#endif

@@ -48,6 +48,7 @@ struct CertificateBox {
 
     func openssl(_ arguments: String...) throws -> Run { try OpenSSL.run(arguments, in: work) }
     func keystone(_ arguments: String...) throws -> Run { try box.run(arguments) }
+    func keystone(_ arguments: [String], input: String) throws -> Run { try box.run(arguments, input: input) }
 }
 
 @Suite("keystone CLI: certificates and keys (import, export, find-certificate, find-identity, delete-*)",
@@ -221,6 +222,25 @@ struct CertificateCLITests {
         #expect(keys.stdout.components(separatedBy: "-----BEGIN PRIVATE KEY-----").count == 3)
     }
 
+    @Test("a PKCS#12 file from openssl pkcs12 -export imports as one identity, its passphrase read from standard input; a wrong one exits 51")
+    func importPKCS12() throws {
+        let c = try CertificateBox()
+        try c.makeIdentity("id", subject: "/CN=PKCS12 CLI")
+        #expect(try c.openssl("pkcs12", "-export", "-inkey", "id.key", "-in", "id.pem", "-passout", "pass:p12-secret", "-out", "id.p12").status == 0)
+        let wrong = try c.keystone(["import", c.file("id.p12"), "-k", c.keychain], input: "not-it\n")
+        #expect(wrong.status == 51)  // errSecAuthFailed -25293
+        #expect(wrong.stderr.contains("passphrase does not open"))
+        let imported = try c.keystone(["import", c.file("id.p12"), "-k", c.keychain], input: "p12-secret\n")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout == "1 identity imported.\n")
+        #expect(!imported.stdout.contains("p12-secret") && !imported.stderr.contains("p12-secret"))
+        let identities = try c.keystone("find-identity", c.keychain)
+        #expect(identities.stdout.contains("\"PKCS12 CLI\""))
+        #expect(identities.stdout.contains("1 identities found") || identities.stdout.contains("1 identity found"))
+        // Importing it again adds nothing: errSecDuplicateItem.
+        #expect(try c.keystone(["import", c.file("id.p12"), "-k", c.keychain], input: "p12-secret\n").status == 45)
+    }
+
     @Test("garbage, encrypted keys and PKCS#12 give a clear error and exit code, never a crash")
     func refusals() throws {
         let c = try CertificateBox()
@@ -242,8 +262,8 @@ struct CertificateCLITests {
         let encrypted = try c.keystone("import", c.file("enc.key"), "-k", c.keychain)
         #expect(encrypted.status == 252)  // errSecUnimplemented -4
         #expect(encrypted.stderr.contains("encrypted private keys are not supported"))
-        let pkcs12 = try c.keystone("import", c.file("junk.bin"), "-k", c.keychain, "-f", "pkcs12")
-        #expect(pkcs12.status == 252 && pkcs12.stderr.contains("PKCS#12 is not supported"))
+        let pkcs12 = try c.keystone("import", c.file("junk.bin"), "-k", c.keychain, "-f", "pkcs12", "-P", "x")
+        #expect(pkcs12.status == 93 && pkcs12.stderr.contains("not a PKCS#12 file"))  // errSecDecode -26275
         #expect(try c.keystone("export", "-k", c.keychain, "-f", "pkcs12").status == 252)
         #expect(try c.keystone("import", c.file("junk.bin"), "-t", "nonsense").status == 2)
         #expect(try c.keystone("import", c.file("missing.pem"), "-k", c.keychain).status != 0)

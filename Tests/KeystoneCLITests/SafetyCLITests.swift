@@ -63,10 +63,11 @@ struct SafetyCLITests {
         for account in ["a", "b"] {
             #expect(try box.run("add-generic-password", "-a", account, "-s", "svc", keychain(box), input: "secret-\(account)\n").status == 0)
         }
-        // Damage row 2's sealed payload, as an attacker or a bad disk could.
+        // Damage row 2's sealed payload, as an attacker or a bad disk could: one byte inverted (setting it to a
+        // fixed value would change nothing when the random ciphertext already held that value).
         let sqlite = Process()
         sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        sqlite.arguments = ["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE genp SET payload = substr(payload,1,20) || x'00' || substr(payload,22) WHERE rowid=2\"); c.commit()", keychain(box)]
+        sqlite.arguments = ["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); p=bytearray(c.execute('SELECT payload FROM genp WHERE rowid=2').fetchone()[0]); p[20]^=0xFF; c.execute('UPDATE genp SET payload=? WHERE rowid=2',(bytes(p),)); c.commit()", keychain(box)]
         try sqlite.run()
         sqlite.waitUntilExit()
         try #require(sqlite.terminationStatus == 0)
