@@ -1,11 +1,38 @@
 import Foundation
 import Testing
 
-/// One run of the built `keystone` binary.
+/// One run of a program: the built `keystone` binary, or a tool the tests compare it with.
 struct Run {
     let status: Int32
     let stdout: String
     let stderr: String
+
+    /// Runs `executable` with `arguments`, writing `input` to its standard input and closing it.
+    ///
+    /// Standard error goes to a file, so a program writing much to both streams can never stall on a full pipe.
+    static func launch(_ executable: String, _ arguments: [String], in directory: URL? = nil,
+                       environment: [String: String]? = nil, input: Data? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
+        if let environment { process.environment = environment }
+        let errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-stderr-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: errorFile) }
+        let out = Pipe(), stdin = Pipe()
+        process.standardOutput = out
+        process.standardError = try FileHandle(forWritingTo: errorFile)
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(input) }
+        try stdin.fileHandleForWriting.close()
+        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let stderrData = (try? Data(contentsOf: errorFile)) ?? Data()
+        return Run(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                   stderr: String(decoding: stderrData, as: UTF8.self))
+    }
 }
 
 /// A sandbox: its own data and config directories, so no test touches a real keychain.
@@ -38,22 +65,8 @@ struct Sandbox {
     }
 
     func run(_ arguments: [String], input: String? = nil, executable: String? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable ?? #require(Self.binary, "the keystone binary is built by `swift build`"))
-        process.arguments = arguments
-        process.environment = environment
-        let out = Pipe(), err = Pipe(), stdin = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
-        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                   stderr: String(decoding: stderrData, as: UTF8.self))
+        try Run.launch(try executable ?? #require(Self.binary, "the keystone binary is built by `swift build`"), arguments,
+                       environment: environment, input: input.map { Data($0.utf8) })
     }
 }
 
