@@ -22,19 +22,22 @@ enum SecItemReferences {
     ///
     /// Decision: a key whose data needs an authentication (an access control with `.userPresence`…) is read,
     /// with its prompt, when its object is made; Apple's keychain prompts when the key is used. nil when the
-    /// item is not the object it claims to be (damaged data), or its data could not be read.
-    static func makeObject(_ material: KeychainQuery) -> AnyObject? {
+    /// item is not the object it claims to be (damaged data).
+    ///
+    /// - Throws: the keychain's error when a protected key's data cannot be read (`errSecUserCanceled`,
+    ///   `errSecAuthFailed`, `errSecInteractionNotAllowed`).
+    static func makeObject(_ material: KeychainQuery) throws -> AnyObject? {
         guard let itemClass = material[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)) else { return nil }
         switch itemClass {
         case .key:
-            guard let data = material[Key.valueData]?.dataValue ?? fetchData(material[Key.valueRef]) else { return nil }
+            guard let data = try material[Key.valueData]?.dataValue ?? fetchData(material[Key.valueRef]) else { return nil }
             return try? SecKey.make(attributes: foundationAttributes(material), data: data)
         case .certificate:
             return material[Key.valueData]?.dataValue.flatMap { SecCertificateCreateWithData(nil, NSData(data: $0)) }
         case .identity:
             guard let der = material[KeychainEngine.identityCertificateData]?.dataValue,
                   let certificate = SecCertificateCreateWithData(nil, NSData(data: der)),
-                  let keyData = material[KeychainEngine.identityKeyData]?.dataValue ?? fetchData(material[KeychainEngine.identityKeyReference]),
+                  let keyData = try material[KeychainEngine.identityKeyData]?.dataValue ?? fetchData(material[KeychainEngine.identityKeyReference]),
                   let key = try? SecKey.make(attributes: foundationAttributes(material), data: keyData) else { return nil }
             return SecIdentity(certificate: certificate, privateKey: key)
         case .genericPassword, .internetPassword:
@@ -43,9 +46,9 @@ enum SecItemReferences {
     }
 
     /// The data of the item a persistent reference names, read with the keychain's rules (authentication included).
-    private static func fetchData(_ reference: KeychainValue?) -> Data? {
+    private static func fetchData(_ reference: KeychainValue?) throws -> Data? {
         guard let reference else { return nil }
-        return try? KeychainServicesDefaults.currentEngine().copyMatching([Key.valuePersistentRef: reference, Key.returnData: .bool(true)])?.data
+        return try KeychainServicesDefaults.currentEngine().copyMatching([Key.valuePersistentRef: reference, Key.returnData: .bool(true)])?.data
     }
 
     private static func foundationAttributes(_ material: KeychainQuery) -> CFDictionary {
@@ -89,7 +92,10 @@ enum SecItemReferences {
             var objects: [AnyObject] = []
             var firstFailure: (any Error)?
             for item in items {
-                do { objects.append(try object(for: item, query: query)) } catch { firstFailure = firstFailure ?? error }
+                // A damaged item is left out; an authentication that failed or was cancelled fails the call.
+                do { objects.append(try object(for: item, query: query)) } catch let error as EngineError where error.status == Status.decode {
+                    firstFailure = firstFailure ?? error
+                }
             }
             if objects.isEmpty, let firstFailure { throw firstFailure }
             return NSArray(array: objects)
@@ -99,7 +105,7 @@ enum SecItemReferences {
             let wantsData = query[Key.returnData]?.boolValue == true
             let wantsAttributes = query[Key.returnAttributes]?.boolValue == true
             let wantsPersistentRef = query[Key.returnPersistentRef]?.boolValue == true
-            guard let reference = makeObject(material) else {
+            guard let reference = try makeObject(material) else {
                 let itemClass = material[Key.class]?.stringValue ?? "?"
                 KeystoneLog.logger.warning("a keychain item's data is not the object its class says", metadata: ["class": "\(itemClass)"])
                 throw EngineError(Status.decode, "the stored \(itemClass == "cert" ? "certificate" : itemClass == "keys" ? "key" : "identity") is damaged: its data is not one")

@@ -256,3 +256,29 @@ extension KeychainServicesTests {
     }
 }
 #endif
+
+#if !canImport(Darwin)
+extension KeychainServicesTests {
+    /// A key whose item needs an authentication: its SecKey is made only after one (Keystone reads the key when the
+    /// reference is made; Apple, when it is used), and a cancelled prompt is the caller's errSecUserCanceled.
+    @Suite("Protected keys through kSecReturnRef")
+    struct ProtectedKeys {
+        @Test("a cancelled prompt is errSecUserCanceled, a successful one gives the key", arguments: [
+            (AuthenticationOutcome.userCancel, errSecUserCanceled), (.success, errSecSuccess), (.failed, errSecAuthFailed),
+        ])
+        func prompt(outcome: AuthenticationOutcome, expected: OSStatus) throws {
+            let engine = KeychainEngine(storage: MemoryStorage(), authenticator: FixedAuthenticator(outcome))
+            KeychainServicesDefaults.setEngine(engine)
+            defer { KeychainServicesDefaults.useMemoryKeychain() }
+            let key = try #require(newKey())
+            let control = try #require(SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, .userPresence, nil))
+            #expect(SecItemAdd([kSecValueRef as String: key, kSecAttrAccessControl as String: control] as CFDictionary, nil) == errSecSuccess)
+            // Attributes alone never prompt.
+            #expect(copyItem([kSecClass as String: kSecClassKey, kSecReturnAttributes as String: true]).0 == errSecSuccess)
+            let (status, result) = copyItem([kSecClass as String: kSecClassKey, kSecReturnRef as String: true])
+            #expect(status == expected)
+            if expected == errSecSuccess { #expect((result as? SecKey) == key) } else { #expect(result == nil) }
+        }
+    }
+}
+#endif
