@@ -571,49 +571,64 @@ struct StreamingReadTests {
     }
 }
 
+/// A row of a keychain file of the current format, opened with its password: what the downgrade tests reseal.
+struct OpenedRow {
+    let itemClass: ItemClass
+    let rowID: Int64
+    let pclass: String
+    let pk: Data
+    let digests: [Data]
+    let classKey: SymmetricKey
+    let itemKey: Data
+    let plain: Data
+}
+
+/// Every row of every class of the file at `path`, opened as the current format seals it.
+func openedRows(_ path: String, _ file: KeychainFile, _ keys: KeySet) throws -> [OpenedRow] {
+    var db: OpaquePointer?
+    sqlite3_open(path, &db)
+    defer { sqlite3_close(db) }
+    var rows: [OpenedRow] = []
+    for cls in ItemClass.allCases {
+        let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
+        var select: OpaquePointer?
+        sqlite3_prepare_v2(db, "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns.joined(separator: ", ")) FROM \(cls.rawValue)", -1, &select, nil)
+        defer { sqlite3_finalize(select) }
+        func blob(_ i: Int32) -> Data {
+            guard let p = sqlite3_column_blob(select, i) else { return Data() }
+            return Data(bytes: p, count: Int(sqlite3_column_bytes(select, i)))
+        }
+        while sqlite3_step(select) == SQLITE_ROW {
+            let rowID = sqlite3_column_int64(select, 0)
+            let pk = blob(1)
+            let pclass = String(cString: sqlite3_column_text(select, 2))
+            let digests = (0..<digestColumns.count).map { blob(Int32(5 + $0)) }
+            let classKey = try #require(ProtectionClass(rawValue: pclass).flatMap { keys.classKeys[$0] }, "row \(rowID) has no class key")
+            let aad = file.aad(cls, pclass, pk, digests: digests, rowID: rowID, version: FileFormat.version)
+            let itemKey = try Sealing.open(blob(3), key: classKey, aad: aad)
+            let plain = try Sealing.open(blob(4), key: SymmetricKey(data: itemKey), aad: aad)
+            rows.append(OpenedRow(itemClass: cls, rowID: rowID, pclass: pclass, pk: pk, digests: digests,
+                                  classKey: classKey, itemKey: itemKey, plain: plain))
+        }
+    }
+    return rows
+}
+
 @Suite("Keychain file: format 1 files keep their items")
 struct FormatUpgradeTests {
     /// Turns a format 2 file into the format 1 an earlier Keystone wrote: rows sealed without row id and digest
     /// columns, no file id, no key check, no service-alone index.
     func downgrade(_ path: String, password: String) throws {
         let file = try KeychainFile.open(at: path)
-        let master = try file.unwrapMaster(password)
-        let keys = KeySet(master: master)
-        var db: OpaquePointer?
-        sqlite3_open(path, &db)
-        defer { sqlite3_close(db) }
-        for cls in ItemClass.allCases {
-            let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
-            var select: OpaquePointer?
-            sqlite3_prepare_v2(db, "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns.joined(separator: ", ")) FROM \(cls.rawValue)", -1, &select, nil)
-            var updates: [(Int64, Data, Data)] = []
-            func blob(_ i: Int32) -> Data {
-                guard let p = sqlite3_column_blob(select, i) else { return Data() }
-                return Data(bytes: p, count: Int(sqlite3_column_bytes(select, i)))
-            }
-            while sqlite3_step(select) == SQLITE_ROW {
-                let rowID = sqlite3_column_int64(select, 0)
-                let pk = blob(1)
-                let pclass = String(cString: sqlite3_column_text(select, 2))
-                let digests = (0..<digestColumns.count).map { blob(Int32(5 + $0)) }
-                guard let protection = ProtectionClass(rawValue: pclass), let classKey = keys.classKeys[protection] else {
-                    Issue.record("row \(rowID) has no class key")
-                    continue
-                }
-                let v2 = file.aad(cls, pclass, pk, digests: digests, rowID: rowID, version: 2)
-                let v1 = file.aad(cls, pclass, pk, digests: digests, rowID: rowID, version: 1)
-                let itemKey = try Sealing.open(blob(3), key: classKey, aad: v2)
-                let plain = try Sealing.open(blob(4), key: SymmetricKey(data: itemKey), aad: v2)
-                updates.append((rowID, try Sealing.seal(itemKey, key: classKey, aad: v1), try Sealing.seal(plain, key: SymmetricKey(data: itemKey), aad: v1)))
-            }
-            sqlite3_finalize(select)
-            for (rowID, wrapped, payload) in updates {
-                setColumn(path, cls.rawValue, "wrapped", rowID: rowID, wrapped)
-                setColumn(path, cls.rawValue, "payload", rowID: rowID, payload)
-            }
-            sqlite3_exec(db, "DROP INDEX IF EXISTS \(cls.rawValue)_first", nil, nil, nil)
+        let keys = KeySet(master: try file.unwrapMaster(password))
+        for row in try openedRows(path, file, keys) {
+            let v1 = file.aad(row.itemClass, row.pclass, row.pk, digests: row.digests, rowID: row.rowID, version: 1)
+            setColumn(path, row.itemClass.rawValue, "wrapped", rowID: row.rowID, try Sealing.seal(row.itemKey, key: row.classKey, aad: v1))
+            setColumn(path, row.itemClass.rawValue, "payload", rowID: row.rowID, try Sealing.seal(row.plain, key: SymmetricKey(data: row.itemKey), aad: v1))
         }
-        sqlite3_exec(db, "UPDATE keystone_header SET value = CAST('1' AS BLOB) WHERE name = 'version'; DELETE FROM keystone_header WHERE name IN ('fileid', 'keycheck');", nil, nil, nil)
+        for cls in ItemClass.allCases { rawSQL(path, "DROP INDEX IF EXISTS \(cls.rawValue)_first") }
+        setHeader(path, "version", "1")
+        rawSQL(path, "DELETE FROM keystone_header WHERE name IN ('fileid', 'keycheck')")
     }
 
     @Test("a format 1 keychain opens locked, unlocks with its password, is upgraded in place and keeps every item")
@@ -656,39 +671,17 @@ struct Format2UpgradeTests {
     func downgradeToFormat2(_ path: String, password: String) throws {
         let file = try KeychainFile.open(at: path)
         let keys = KeySet(master: try file.unwrapMaster(password))
-        var db: OpaquePointer?
-        sqlite3_open(path, &db)
-        defer { sqlite3_close(db) }
-        for cls in ItemClass.allCases {
-            let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
-            var select: OpaquePointer?
-            sqlite3_prepare_v2(db, "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns.joined(separator: ", ")) FROM \(cls.rawValue)", -1, &select, nil)
-            func blob(_ i: Int32) -> Data {
-                guard let p = sqlite3_column_blob(select, i) else { return Data() }
-                return Data(bytes: p, count: Int(sqlite3_column_bytes(select, i)))
-            }
-            var rows: [(Int64, KeychainFile.Digests, Data, Data)] = []
-            while sqlite3_step(select) == SQLITE_ROW {
-                let rowID = sqlite3_column_int64(select, 0)
-                let pclass = String(cString: sqlite3_column_text(select, 2))
-                let current = file.aad(cls, pclass, blob(1), digests: (0..<digestColumns.count).map { blob(Int32(5 + $0)) }, rowID: rowID, version: 3)
-                let classKey = try #require(ProtectionClass(rawValue: pclass).flatMap { keys.classKeys[$0] })
-                let itemKey = try Sealing.open(blob(3), key: classKey, aad: current)
-                let plain = try Sealing.open(blob(4), key: SymmetricKey(data: itemKey), aad: current)
-                let item = try RowCodec.decode(plain, itemClass: cls, rowID: rowID)
-                let old = file.digests(of: cls, item.attributes, keys.indexMAC, version: 2)
-                let aad = file.aad(cls, pclass, old.pk, digests: old.columns, rowID: rowID, version: 2)
-                rows.append((rowID, old, try Sealing.seal(itemKey, key: classKey, aad: aad), try Sealing.seal(plain, key: SymmetricKey(data: itemKey), aad: aad)))
-            }
-            sqlite3_finalize(select)
-            for (rowID, digests, wrapped, payload) in rows {
-                setColumn(path, cls.rawValue, "pk", rowID: rowID, digests.pk)
-                for (column, digest) in zip(digestColumns, digests.columns) { setColumn(path, cls.rawValue, column, rowID: rowID, digest) }
-                setColumn(path, cls.rawValue, "wrapped", rowID: rowID, wrapped)
-                setColumn(path, cls.rawValue, "payload", rowID: rowID, payload)
-            }
+        for row in try openedRows(path, file, keys) {
+            let cls = row.itemClass, table = cls.rawValue
+            let item = try RowCodec.decode(row.plain, itemClass: cls, rowID: row.rowID)
+            let old = file.digests(of: cls, item.attributes, keys.indexMAC, version: 2)
+            let aad = file.aad(cls, row.pclass, old.pk, digests: old.columns, rowID: row.rowID, version: 2)
+            setColumn(path, table, "pk", rowID: row.rowID, old.pk)
+            for (key, digest) in zip(ClassSchema.of(cls).primaryKey, old.columns) { setColumn(path, table, "d_\(key)", rowID: row.rowID, digest) }
+            setColumn(path, table, "wrapped", rowID: row.rowID, try Sealing.seal(row.itemKey, key: row.classKey, aad: aad))
+            setColumn(path, table, "payload", rowID: row.rowID, try Sealing.seal(row.plain, key: SymmetricKey(data: row.itemKey), aad: aad))
         }
-        sqlite3_exec(db, "UPDATE keystone_header SET value = CAST('2' AS BLOB) WHERE name = 'version';", nil, nil, nil)
+        setHeader(path, "version", "2")
     }
 
     @Test("a format 2 keychain is upgraded on unlock; a tag stored as Data is then found as Data and as a String, and collides with both")
