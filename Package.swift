@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .library(name: "KeychainServices", targets: ["KeychainServices"]),
         .library(name: "KeychainFile", targets: ["KeychainFile"]),
+        .library(name: "KeychainSecretService", targets: ["KeychainSecretService"]),
         .library(name: "Keystone", targets: ["Keystone"]),
         .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
         // `import Security` and `import LocalAuthentication` on Linux. Depend on these two only on the platforms of
@@ -38,6 +39,12 @@ let package = Package(
         .library(name: "LocalAuthentication", targets: [localAuthenticationModule]),
         .executable(name: "keystone", targets: ["KeystoneCLI"]),
         .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
+    ],
+    // SecretService (default): the Secret Service storage on Linux, which needs libsecret-1-dev to build. A server
+    // build without a desktop can drop it: `.package(url: ..., from: ..., traits: [])`.
+    traits: [
+        .trait(name: "SecretService", description: "The freedesktop Secret Service as a keychain storage on Linux (libsecret)."),
+        .default(enabledTraits: ["SecretService"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
@@ -61,6 +68,13 @@ let package = Package(
         .target(name: "CKeyring", path: "Sources/CKeyring"),
         // getrandom(2), the kernel's CSPRNG, for SecRandomCopyBytes (Swift's Glibc module lacks <sys/random.h>).
         .target(name: "CSystemRandom", path: "Sources/CSystemRandom"),
+        // libsecret, the freedesktop Secret Service client (libsecret-1-dev on Debian), and Keystone's C boundary to it:
+        // GLib and D-Bus stay behind plain C functions. Linux only, and only with the SecretService trait.
+        .systemLibrary(name: "CLibSecret", path: "Sources/CLibSecret", pkgConfig: "libsecret-1",
+                       providers: [.apt(["libsecret-1-dev"])]),
+        .target(name: "CSecretService", dependencies: ["CLibSecret"], path: "Sources/CSecretService"),
+        // The Secret Service (GNOME Keyring, KWallet, KeePassXC) as a keychain storage.
+        .target(name: "KeychainSecretService", dependencies: ["KeychainEngine", "CSecretService"], swiftSettings: settings),
         // The encrypted keychain file: Linux's default keychain storage.
         .target(name: "KeychainFile", dependencies: [
             "KeychainEngine", "CSQLite",
@@ -73,6 +87,7 @@ let package = Package(
         .target(name: "KeychainServices", dependencies: [
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
             // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
             // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
@@ -108,6 +123,7 @@ let package = Package(
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // The certificate and key verbs (import, export, find-certificate, find-identity, delete-certificate,
@@ -138,9 +154,17 @@ let package = Package(
         // One suite at a time owns the process-wide default keychain of the SecItem functions (tests of every target
         // run in one process, in parallel).
         .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
+        // A real, private Secret Service (its own dbus-daemon and gnome-keyring-daemon) for tests and benchmarks.
+        .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",
+                swiftSettings: settings),
+        .testTarget(name: "SecretServiceDaemonTests", dependencies: ["SecretServiceDaemon"], swiftSettings: settings),
 
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
-        .testTarget(name: "KeychainStorageContractTests", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
+        .testTarget(name: "KeychainStorageContractTests", dependencies: [
+            "KeychainEngine", "KeychainFile",
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
+            "SecretServiceDaemon",
+        ], swiftSettings: settings),
         .testTarget(name: "KeychainServicesTests", dependencies: [
             "KeychainServices", "KeychainEngine", "DefaultKeychainLock",
             // The SecKey tests convert keys to PEM / SPKI for the openssl interoperability tests.

@@ -191,7 +191,9 @@ public final class KeychainEngine: Sendable {
         var report = OperationReport()
         do {
             for hook in hooks { try hook.willPerform(operation, query: query, attributesToUpdate: update) }
-            let result = try body(&report)
+            let result = try StorageInteraction.$userInterfaceAllowed.withValue(Self.allowsUserInterface(query)) {
+                try body(&report)
+            }
             if report.damagedSkipped > 0 { damagedItemsSkipped.withLock { $0 += report.damagedSkipped } }
             if report.damagedSkipped > 0 { for hook in hooks { hook.didSkipDamagedItems(operation, count: report.damagedSkipped) } }
             for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: Status.success) }
@@ -203,6 +205,14 @@ public final class KeychainEngine: Sendable {
             for hook in hooks { hook.didPerform(operation, query: query, attributesToUpdate: update, status: engineError.status) }
             throw engineError
         }
+    }
+
+    /// Whether a query lets a storage ask the user (``StorageInteraction``): `kSecUseAuthenticationUI` absent or
+    /// Allow, and no authentication context that forbids interaction.
+    static func allowsUserInterface(_ query: KeychainQuery) -> Bool {
+        if case .authenticationContext(let context)? = query[Key.useAuthenticationContext], context.interactionNotAllowed { return false }
+        guard let policy = query[Key.useAuthenticationUI] else { return true }
+        return policy.stringValue == Key.useAuthenticationUIAllow
     }
 
     static func engineError(_ error: any Error) -> EngineError {

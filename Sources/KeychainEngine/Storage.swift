@@ -204,3 +204,12 @@ public protocol KeychainStorage: AnyObject, Sendable {
     /// Runs `body` as one atomic transaction: all of its changes land, or none do.
     func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T
 }
+
+/// What the operation a storage call serves allows: storages that can ask the user something (the Secret Service's
+/// unlock prompt) read it; the engine binds it for each operation from the query's `kSecUseAuthenticationUI` and
+/// its authentication context.
+public enum StorageInteraction {
+    /// True while an operation whose query allows user interface runs (`kSecUseAuthenticationUI` absent or Allow,
+    /// and no context with `interactionNotAllowed`). False outside any operation.
+    @TaskLocal public static var userInterfaceAllowed = false
+}

@@ -1,6 +1,9 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+#if canImport(KeychainSecretService)
+import KeychainSecretService
+#endif
 
 /// A storage under test, made fresh for each test.
 struct Backend: Sendable, CustomTestStringConvertible {
@@ -15,7 +18,41 @@ struct Backend: Sendable, CustomTestStringConvertible {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-contract-\(UUID().uuidString)")
             return try KeychainFile.create(at: directory.appendingPathComponent("test.keychain-db").path, password: "pw")
         },
-    ]
+    ] + secretService
+
+    #if canImport(KeychainSecretService)
+    /// The Secret Service storage over a private gnome-keyring started for each test (skipped, with the reason
+    /// printed, where dbus-daemon or gnome-keyring is missing).
+    static let secretService: [Backend] = {
+        if let reason = SecretServiceDaemon.unavailableReason {
+            print("note: the Secret Service backend is left out of the storage contract: \(reason)")
+            return []
+        }
+        return [Backend(name: "secret service") {
+            let daemon = try SecretServiceDaemon.start()
+            return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: .init(busAddress: daemon.busAddress)))
+        }]
+    }()
+    #else
+    static let secretService: [Backend] = []
+    #endif
 }
 
 import Testing
+#if canImport(KeychainSecretService)
+import SecretServiceDaemon
+
+/// A storage that owns the daemon behind it: the daemon stops when the test lets the storage go.
+final class DaemonStorage: KeychainStorage, @unchecked Sendable {
+    let daemon: SecretServiceDaemon
+    let storage: any KeychainStorage
+    init(daemon: SecretServiceDaemon, storage: any KeychainStorage) {
+        self.daemon = daemon
+        self.storage = storage
+    }
+    deinit { daemon.stop() }
+    var lockState: LockState { storage.lockState }
+    func read<T>(_ body: (any StorageReader) throws -> T) throws -> T { try storage.read(body) }
+    func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T { try storage.write(body) }
+}
+#endif

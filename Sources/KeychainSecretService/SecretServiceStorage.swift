@@ -1,0 +1,195 @@
+import Foundation
+import KeychainEngine
+
+/// A keychain kept in the freedesktop Secret Service (GNOME Keyring, KWallet, KeePassXC): one Secret Service item
+/// per keychain item, in one collection, shared with the desktop's other programs.
+///
+/// The engine decides uniqueness (it searches by primary key, then creates: the service's own "replace", which
+/// matches every attribute, is never used). Writes of a transaction are held until it ends and then applied: new
+/// items and new versions first, deletions last. Transactions of Keystone processes on one bus and collection are
+/// serialized by a lock file in `$XDG_RUNTIME_DIR`.
+///
+/// - Important: The Secret Service protects secrets from other users, not from other programs of the same user:
+///   any program on the session bus can read an unlocked collection. A locked collection answers
+///   `errSecInteractionNotAllowed`, and nothing is ever deleted because an item could not be read.
+/// - Important: A transaction that changes several items is applied item by item; if the service fails or the
+///   process dies midway, some of its changes may have landed. Each item is always whole (its old version or its new).
+public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
+    /// Which collection holds the keychain.
+    public enum Collection: Sendable, Hashable, CustomStringConvertible {
+        /// The collection the `default` alias names (normally `login`).
+        case `default`
+        /// A collection by alias, label, or D-Bus object path (`/org/freedesktop/secrets/collection/...`).
+        case named(String)
+
+        public var description: String {
+            switch self {
+            case .default: "the default collection"
+            case .named(let name): "the collection '\(name)'"
+            }
+        }
+    }
+
+    /// When the storage may show the Secret Service's unlock prompt.
+    public enum UnlockPrompt: Sendable, Hashable {
+        /// Never: a locked collection answers `errSecInteractionNotAllowed`.
+        case never
+        /// When the operation's query allows user interface (`kSecUseAuthenticationUI` absent or Allow).
+        case whenQueryAllows
+
+        /// `whenQueryAllows` when a display is there to show the prompt (`DISPLAY` or `WAYLAND_DISPLAY`), else `never`.
+        public static var automatic: UnlockPrompt {
+            let environment = ProcessInfo.processInfo.environment
+            return (environment["DISPLAY"] ?? environment["WAYLAND_DISPLAY"]).map { $0.isEmpty ? .never : .whenQueryAllows } ?? .never
+        }
+    }
+
+    public struct Options: Sendable {
+        /// The collection (default: the `default` alias).
+        public var collection: Collection = .default
+        /// The D-Bus address of the session bus; nil: `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`.
+        public var busAddress: String?
+        /// The deadline of each call to the service.
+        public var callTimeout: Duration = .seconds(10)
+        /// How long an unlock prompt may stay open before the operation gives up (`errSecInteractionNotAllowed`).
+        public var promptTimeout: Duration = .seconds(120)
+        /// When the unlock prompt may be shown.
+        public var unlockPrompt: UnlockPrompt = .automatic
+        /// Read and write the conventions of other Secret Service clients for generic passwords (opt-in): see
+        /// ``Compatibility``.
+        public var compatibility: Compatibility?
+
+        public init(collection: Collection = .default, busAddress: String? = nil, compatibility: Compatibility? = nil) {
+            self.collection = collection
+            self.busAddress = busAddress
+            self.compatibility = compatibility
+        }
+    }
+
+    public let options: Options
+    /// The collection's D-Bus object path.
+    public let collectionPath: String
+    /// The bus address in use.
+    public let busAddress: String
+    let client: SecretServiceClient
+    private let mutex = NSLock()
+    private let fileLock: TransactionLock
+    private let observedLock = Locked<Bool>(false)
+
+    /// Connects to the Secret Service and finds the collection.
+    ///
+    /// - Throws: `errSecNotAvailable` (-25291) when there is no session bus, no Secret Service on it, or no such
+    ///   collection (no `default` alias), with what to start or create.
+    public init(options: Options = Options()) throws {
+        self.options = options
+        busAddress = try Self.resolveBusAddress(options.busAddress)
+        client = try SecretServiceClient.connect(address: busAddress, callTimeout: options.callTimeout)
+        collectionPath = try Self.resolveCollection(options.collection, client: client)
+        fileLock = try TransactionLock(busAddress: busAddress, collection: collectionPath)
+        observedLock.withLock { $0 = (try? client.collectionInfo(collectionPath).locked) ?? false }
+    }
+
+    /// The bus address: given, else `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` when that socket exists.
+    ///
+    /// - Throws: `errSecNotAvailable` when none is there. Keystone never starts a bus (no autolaunch).
+    public static func resolveBusAddress(_ given: String?) throws -> String {
+        if let given, !given.isEmpty { return given }
+        let environment = ProcessInfo.processInfo.environment
+        if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return address }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            var info = stat()
+            if stat(runtime + "/bus", &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK { return "unix:path=\(runtime)/bus" }
+        }
+        throw EngineError(Status.notAvailable, "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist. Log in to a desktop session, or run the program under `dbus-run-session`.")
+    }
+
+    static func resolveCollection(_ collection: Collection, client: SecretServiceClient) throws -> String {
+        switch collection {
+        case .default:
+            guard let path = try client.readAlias("default") else {
+                throw EngineError(Status.notAvailable, "the Secret Service has no default collection. Create one (Seahorse: File > New > Password Keyring, then set it as default), or name a collection: secret-service:login")
+            }
+            return path
+        case .named(let name):
+            if name.hasPrefix("/") {
+                guard try client.collections().contains(name) else {
+                    throw EngineError(Status.notAvailable, "the Secret Service has no collection at \(name)")
+                }
+                return name
+            }
+            if let path = try client.readAlias(name) { return path }
+            for path in try client.collections() where try client.collectionInfo(path).label == name { return path }
+            if name == "default" {
+                throw EngineError(Status.notAvailable, "the Secret Service has no default collection. Create one in Seahorse or name a collection: secret-service:login")
+            }
+            throw EngineError(Status.notAvailable, "the Secret Service has no collection named '\(name)' (as alias or label). List them with `keystone doctor`.")
+        }
+    }
+
+    // MARK: - KeychainStorage
+
+    /// `unlocked` while the collection is unlocked, `locked` once an operation found it locked (the Secret Service
+    /// has no per-accessibility keys: a locked collection hides every secret).
+    public var lockState: LockState { observedLock.current ? .locked : .unlocked }
+
+    public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
+        try mutex.withLock {
+            try fileLock.withLock(exclusive: false) {
+                let transaction = Transaction(storage: self)
+                return try body(transaction)
+            }
+        }
+    }
+
+    public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
+        try mutex.withLock {
+            try fileLock.withLock(exclusive: true) {
+                let transaction = Transaction(storage: self)
+                let result = try body(transaction)
+                try transaction.commit()
+                return result
+            }
+        }
+    }
+
+    // MARK: - Lock and unlock
+
+    /// Whether the collection is locked now (asks the service).
+    public func isLocked() throws -> Bool {
+        let locked = try client.collectionInfo(collectionPath).locked
+        observedLock.withLock { $0 = locked }
+        return locked
+    }
+
+    /// Locks the collection (no prompt).
+    public func lock() throws {
+        try client.lock(collectionPath)
+        observedLock.withLock { $0 = true }
+    }
+
+    /// Unlocks the collection through the Secret Service's prompt.
+    ///
+    /// - Throws: `errSecUserCanceled` when the prompt is dismissed; `errSecInteractionNotAllowed` when nobody
+    ///   answers it within ``Options/promptTimeout``.
+    public func unlockWithPrompt() throws {
+        let unlocked: Bool
+        do {
+            unlocked = try client.unlock(collectionPath, promptTimeout: options.promptTimeout)
+        } catch let error as EngineError where error.status == Status.notAvailable && error.reason.contains("did not answer") {
+            throw EngineError(Status.interactionNotAllowed, "nobody answered the Secret Service's unlock prompt within \(options.promptTimeout)")
+        }
+        guard unlocked else { throw EngineError(Status.userCanceled, "the Secret Service's unlock prompt was dismissed") }
+        observedLock.withLock { $0 = false }
+    }
+
+    /// Called when an operation meets the locked collection: unlocks it through the prompt when allowed, and
+    /// reports whether it did (the operation then starts over); otherwise records the lock state.
+    func handleLockedCollection() throws -> Bool {
+        observedLock.withLock { $0 = true }
+        guard options.unlockPrompt == .whenQueryAllows, StorageInteraction.userInterfaceAllowed else { return false }
+        try unlockWithPrompt()
+        return true
+    }
+
+    func noteUnlocked() { observedLock.withLock { $0 = false } }
+}
