@@ -158,6 +158,10 @@ let package = Package(
         .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",
                 swiftSettings: settings),
         .testTarget(name: "SecretServiceDaemonTests", dependencies: ["SecretServiceDaemon"], swiftSettings: settings),
+        .testTarget(name: "KeychainSecretServiceTests", dependencies: [
+            "KeychainEngine", "KeychainServices", "SecretServiceDaemon",
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
 
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [

@@ -35,12 +35,17 @@ static ks_error_kind classify(const GError *gerror) {
     if (g_error_matches(gerror, G_DBUS_ERROR, G_DBUS_ERROR_ACCESS_DENIED)) return KS_DENIED;
     if (g_error_matches(gerror, SECRET_ERROR, SECRET_ERROR_IS_LOCKED)) return KS_LOCKED;
     if (g_error_matches(gerror, SECRET_ERROR, SECRET_ERROR_NO_SUCH_OBJECT)) return KS_NO_SUCH_OBJECT;
+    // libsecret strips the D-Bus error name of errors it has no GError for (G_IO_ERROR_DBUS_ERROR): gnome-keyring's
+    // NoSession ("The session does not exist") arrives that way after the daemon restarted.
+    if (g_error_matches(gerror, G_IO_ERROR, G_IO_ERROR_DBUS_ERROR) && !g_dbus_error_is_remote_error(gerror) &&
+        gerror->message != NULL && strstr(gerror->message, "session") != NULL) return KS_NO_SESSION;
     if (g_dbus_error_is_remote_error(gerror)) {
         gchar *name = g_dbus_error_get_remote_error(gerror);
         ks_error_kind kind = KS_OTHER;
         if (name != NULL) {
             if (strcmp(name, "org.freedesktop.Secret.Error.IsLocked") == 0) kind = KS_LOCKED;
             else if (strcmp(name, "org.freedesktop.Secret.Error.NoSuchObject") == 0) kind = KS_NO_SUCH_OBJECT;
+            else if (strcmp(name, "org.freedesktop.Secret.Error.NoSession") == 0) kind = KS_NO_SESSION;
             else if (strcmp(name, "org.freedesktop.DBus.Error.UnknownObject") == 0) kind = KS_NO_SUCH_OBJECT;
             else if (strcmp(name, "org.freedesktop.DBus.Error.UnknownMethod") == 0) kind = KS_NO_SUCH_OBJECT;
             else if (strcmp(name, "org.freedesktop.DBus.Error.ServiceUnknown") == 0) kind = KS_NO_SERVICE;
@@ -56,7 +61,10 @@ static ks_error_kind classify(const GError *gerror) {
 static void set_error(ks_error *error, GError *gerror, ks_error_kind forced) {
     if (error != NULL) {
         error->kind = forced != KS_OK ? forced : classify(gerror);
-        error->message = g_strdup(gerror != NULL ? gerror->message : "unknown error");
+        if (gerror == NULL) error->message = g_strdup("unknown error");
+        else if (error->kind == KS_OTHER)
+            error->message = g_strdup_printf("%s [%s %d]", gerror->message, g_quark_to_string(gerror->domain), gerror->code);
+        else error->message = g_strdup(gerror->message);
     }
     if (gerror != NULL) g_error_free(gerror);
 }

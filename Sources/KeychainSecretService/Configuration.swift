@@ -25,8 +25,10 @@ extension SecretServiceStorage.Options {
     /// - `KEYSTONE_SECRET_SERVICE_COMPATIBILITY=1` turns on ``SecretServiceStorage/Options/compatibility`` (other
     ///   clients' generic passwords), in the access group `default`;
     /// - `KEYSTONE_SECRET_SERVICE_TIMEOUT=SECONDS` sets the deadline of each call (1–600, default 10).
+    /// - `DBUS_SESSION_BUS_ADDRESS` (else `$XDG_RUNTIME_DIR/bus`) is the bus;
     public init(environment: [String: String]) {
         self.init()
+        busAddress = try? SecretServiceStorage.resolveBusAddress(nil, environment: environment)
         if let flag = environment["KEYSTONE_SECRET_SERVICE_COMPATIBILITY"], ["1", "true", "yes", "on"].contains(flag.lowercased()) {
             compatibility = Compatibility()
         }

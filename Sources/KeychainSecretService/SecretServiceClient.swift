@@ -63,6 +63,7 @@ final class SecretServiceClient: @unchecked Sendable {
         let result = withDeadline(deadline) { cancel in body(cancel, &error) }
         if let result, error.kind == KS_OK { return result }
         defer { ks_error_clear(&error) }
+        if error.kind == KS_NO_SESSION { throw SessionLost(error: mapError(error, what: what, deadline: deadline)) }
         throw mapError(error, what: what, deadline: deadline)
     }
 
@@ -89,6 +90,8 @@ final class SecretServiceClient: @unchecked Sendable {
             return EngineError(Status.notAvailable, "cannot \(what): the Secret Service did not answer within \(deadline) (\(detail)). Check that the daemon is not stuck, or raise the timeout.")
         case KS_DISMISSED:
             return EngineError(Status.userCanceled, "cannot \(what): the Secret Service prompt was dismissed")
+        case KS_NO_SESSION:
+            return EngineError(Status.notAvailable, "cannot \(what): the Secret Service closed this program's session (it was restarted); try again")
         case KS_DENIED:
             return EngineError(Status.authFailed, "cannot \(what): the Secret Service denied access (\(detail))")
         default:
@@ -266,6 +269,12 @@ final class SecretServiceClient: @unchecked Sendable {
             try valuePointers.withUnsafeBufferPointer { v in try body(k.baseAddress!, v.baseAddress!) }
         }
     }
+}
+
+/// The service no longer knows the session secrets travel in (it restarted): the storage connects again and
+/// retries the transaction once. Never escapes the storage (it becomes ``error``).
+struct SessionLost: Error {
+    let error: EngineError
 }
 
 /// Lets a deadline timer fire a cancel handle only while the call using it runs.

@@ -71,7 +71,9 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     public let collectionPath: String
     /// The bus address in use.
     public let busAddress: String
-    let client: SecretServiceClient
+    /// The connection in use; dropped when the service stops answering, so the next transaction connects again
+    /// (to a restarted daemon, with a new session).
+    private let connection: Locked<SecretServiceClient?>
     private let mutex = NSLock()
     private let fileLock: TransactionLock
     private let observedLock = Locked<Bool>(false)
@@ -83,7 +85,8 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     public init(options: Options = Options()) throws {
         self.options = options
         busAddress = try Self.resolveBusAddress(options.busAddress)
-        client = try SecretServiceClient.connect(address: busAddress, callTimeout: options.callTimeout)
+        let client = try SecretServiceClient.connect(address: busAddress, callTimeout: options.callTimeout)
+        connection = Locked(client)
         collectionPath = try Self.resolveCollection(options.collection, client: client)
         fileLock = try TransactionLock(busAddress: busAddress, collection: collectionPath)
         observedLock.withLock { $0 = (try? client.collectionInfo(collectionPath).locked) ?? false }
@@ -92,9 +95,8 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     /// The bus address: given, else `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` when that socket exists.
     ///
     /// - Throws: `errSecNotAvailable` when none is there. Keystone never starts a bus (no autolaunch).
-    public static func resolveBusAddress(_ given: String?) throws -> String {
+    public static func resolveBusAddress(_ given: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
         if let given, !given.isEmpty { return given }
-        let environment = ProcessInfo.processInfo.environment
         if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return address }
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
             var info = stat()
@@ -135,8 +137,9 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
         try mutex.withLock {
             try fileLock.withLock(exclusive: false) {
-                let transaction = Transaction(storage: self)
-                return try body(transaction)
+                try reconnectingAfterFailure {
+                    try body(Transaction(storage: self, client: try client()))
+                }
             }
         }
     }
@@ -144,11 +147,47 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
         try mutex.withLock {
             try fileLock.withLock(exclusive: true) {
-                let transaction = Transaction(storage: self)
-                let result = try body(transaction)
-                try transaction.commit()
-                return result
+                try reconnectingAfterFailure {
+                    let transaction = Transaction(storage: self, client: try client())
+                    let result = try body(transaction)
+                    try transaction.commit()
+                    return result
+                }
             }
+        }
+    }
+
+    /// The connection, made again if the last one failed.
+    func client() throws -> SecretServiceClient {
+        if let client = connection.current { return client }
+        let client = try SecretServiceClient.connect(address: busAddress, callTimeout: options.callTimeout)
+        connection.withLock { $0 = client }
+        return client
+    }
+
+    /// Runs `body`; when the service stopped answering (`errSecNotAvailable`), drops the connection so the next
+    /// transaction connects again (the daemon may have been restarted: its sessions are gone).
+    ///
+    /// A transaction that finds its session gone (the daemon restarted since the last one) runs once more on a new
+    /// connection: nothing was written (secrets travel in the session, so every write would have failed the same way,
+    /// and a commit deletes the items it created before failing).
+    private func reconnectingAfterFailure<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch is SessionLost {
+            connection.withLock { $0 = nil }
+            do {
+                return try body()
+            } catch let lost as SessionLost {
+                connection.withLock { $0 = nil }
+                throw lost.error
+            } catch let error as EngineError where error.status == Status.notAvailable {
+                connection.withLock { $0 = nil }
+                throw error
+            }
+        } catch let error as EngineError where error.status == Status.notAvailable {
+            connection.withLock { $0 = nil }
+            throw error
         }
     }
 
@@ -156,14 +195,14 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
 
     /// Whether the collection is locked now (asks the service).
     public func isLocked() throws -> Bool {
-        let locked = try client.collectionInfo(collectionPath).locked
+        let locked = try reconnectingAfterFailure { try client().collectionInfo(collectionPath).locked }
         observedLock.withLock { $0 = locked }
         return locked
     }
 
     /// Locks the collection (no prompt).
     public func lock() throws {
-        try client.lock(collectionPath)
+        try reconnectingAfterFailure { try client().lock(collectionPath) }
         observedLock.withLock { $0 = true }
     }
 
@@ -174,7 +213,7 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     public func unlockWithPrompt() throws {
         let unlocked: Bool
         do {
-            unlocked = try client.unlock(collectionPath, promptTimeout: options.promptTimeout)
+            unlocked = try reconnectingAfterFailure { try client().unlock(collectionPath, promptTimeout: options.promptTimeout) }
         } catch let error as EngineError where error.status == Status.notAvailable && error.reason.contains("did not answer") {
             throw EngineError(Status.interactionNotAllowed, "nobody answered the Secret Service's unlock prompt within \(options.promptTimeout)")
         }

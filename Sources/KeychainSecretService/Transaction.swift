@@ -15,7 +15,7 @@ final class Transaction: StorageWriter {
     }
 
     private unowned let storage: SecretServiceStorage
-    private var client: SecretServiceClient { storage.client }
+    private let client: SecretServiceClient
     /// Rows this transaction inserted, by row id.
     private var inserted: [Int64: StoredItem] = [:]
     /// Existing rows this transaction replaced, by row id.
@@ -25,7 +25,10 @@ final class Transaction: StorageWriter {
     /// What reads saw of each existing row (paths, generation), for the commit.
     private var seen: [Int64: Found] = [:]
 
-    init(storage: SecretServiceStorage) { self.storage = storage }
+    init(storage: SecretServiceStorage, client: SecretServiceClient) {
+        self.storage = storage
+        self.client = client
+    }
 
     // MARK: - Reading
 

@@ -2,23 +2,28 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+#if canImport(KeychainSecretService)
+import KeychainSecretService
+#endif
 
 /// The keychain the global `SecItem*` functions act on in this process.
 ///
-/// By default the first SecItem call opens the default keychain file (`KeychainFile.openDefault()`:
-/// `$KEYSTONE_KEYCHAIN`, else `~/.local/share/keystone/login.keychain-db`, created with an empty password
-/// on first use). If it cannot be opened, SecItem calls return its error (`errSecInvalidKeychain`,
-/// `errSecWrongSecVersion`…) rather than silently using another keychain. A program chooses another
-/// keychain at startup — a memory keychain, a test's engine — with ``setEngine(_:)`` or ``makeDefaultEngine``.
+/// The first SecItem call opens the default keychain (``environmentEngine()``): the keychain file
+/// (`KeychainFile.openDefault()`: `$KEYSTONE_KEYCHAIN`, else `~/.local/share/keystone/login.keychain-db`, created
+/// with an empty password on first use), or the storage `KEYSTONE_BACKEND` names (`secret-service[:COLLECTION]`:
+/// the desktop's Secret Service; `memory`). If it cannot be opened, SecItem calls return its error
+/// (`errSecInvalidKeychain`, `errSecWrongSecVersion`, `errSecNotAvailable`…) rather than silently using another
+/// keychain. A program chooses another keychain at startup — the Secret Service (``useSecretService(_:configuration:)``),
+/// a memory keychain, a test's engine — with ``setEngine(_:)`` or ``makeDefaultEngine``.
 ///
 /// - Important: Apple platforms have one keychain per device and no such switch; code that must run on both
 ///   should call these only in `#if !canImport(Darwin)` blocks.
 public enum KeychainServicesDefaults {
     /// Held while the default engine is made, so two first calls do not open the keychain twice.
     private static let creation = Locked<Void>(())
-    private static let state = Locked<(engine: KeychainEngine?, make: @Sendable () throws -> KeychainEngine)>((nil, { try fileEngine() }))
+    private static let state = Locked<(engine: KeychainEngine?, make: @Sendable () throws -> KeychainEngine)>((nil, { try environmentEngine() }))
 
-    /// How the default engine is made on first use (default: over the default keychain file).
+    /// How the default engine is made on first use (default: ``environmentEngine()``).
     public static var makeDefaultEngine: @Sendable () throws -> KeychainEngine {
         get { state.current.make }
         set { state.withLock { $0.make = newValue } }
@@ -53,6 +58,49 @@ public enum KeychainServicesDefaults {
         setEngine(engine)
         return engine
     }
+
+    /// The engine the environment selects:
+    /// - `KEYSTONE_KEYCHAIN` set: that keychain file (an explicit keychain wins);
+    /// - else `KEYSTONE_BACKEND`: `file` or unset, the default keychain file; `secret-service` or
+    ///   `secret-service:COLLECTION`, the Secret Service (``useSecretService(_:configuration:)``'s storage, with
+    ///   `KEYSTONE_SECRET_SERVICE_COMPATIBILITY` and `KEYSTONE_SECRET_SERVICE_TIMEOUT`); `memory`, a keychain in memory.
+    ///
+    /// - Throws: `EngineError`: `errSecParam` for an unknown `KEYSTONE_BACKEND`; the storage's own error when it
+    ///   cannot be opened (`errSecNotAvailable` when the Secret Service cannot be reached, with what to start).
+    public static func environmentEngine(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KeychainEngine {
+        if let path = environment["KEYSTONE_KEYCHAIN"], !path.isEmpty { return try fileEngine(at: path) }
+        let backend = environment["KEYSTONE_BACKEND"] ?? ""
+        switch backend {
+        case "", "file": return try fileEngine()
+        case "memory": return KeychainEngine(storage: MemoryStorage())
+        default:
+            #if canImport(KeychainSecretService)
+            if let options = SecretServiceStorage.Options(argument: backend, environment: environment) {
+                return KeychainEngine(storage: try SecretServiceStorage(options: options))
+            }
+            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage: use file, secret-service, secret-service:COLLECTION or memory")
+            #else
+            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage this build has: use file or memory (the Secret Service needs the SecretService trait)")
+            #endif
+        }
+    }
+
+    #if canImport(KeychainSecretService)
+    /// Uses the desktop's Secret Service (GNOME Keyring, KWallet, KeePassXC) from now on, and returns its engine.
+    ///
+    /// Connects now, so a missing bus, daemon or collection is reported here rather than by the first SecItem call.
+    ///
+    /// - Throws: `EngineError` with `errSecNotAvailable` (-25291) when there is no session bus, no Secret Service on
+    ///   it, or no such collection; the message says what to start or create.
+    /// - Important: Any program of the same user on the session bus can read an unlocked Secret Service collection.
+    @discardableResult
+    public static func useSecretService(_ options: SecretServiceStorage.Options = SecretServiceStorage.Options(environment: ProcessInfo.processInfo.environment),
+                                        configuration: EngineConfiguration = EngineConfiguration()) throws -> KeychainEngine {
+        let engine = KeychainEngine(storage: try SecretServiceStorage(options: options), configuration: configuration)
+        setEngine(engine)
+        return engine
+    }
+    #endif
 
     /// An engine over a keychain file: by default the default keychain file (`KeychainFile.defaultPath`),
     /// created with an empty password on first use.

@@ -24,6 +24,7 @@ typedef enum {
     KS_DISMISSED = 7,       // a prompt was dismissed
     KS_DENIED = 8,          // access denied by the service
     KS_OTHER = 9,
+    KS_NO_SESSION = 10,     // the session was closed (the service restarted): open a new one
 } ks_error_kind;
 
 typedef struct {
