@@ -186,7 +186,7 @@ let package = Package(
         .testTarget(name: "KeychainFileTests", dependencies: [
             "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -85,7 +85,7 @@ struct ImportItems: ParsableCommand {
         }
 
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
-        let engine = KeychainEngine(storage: try openKeychain(path))
+        let engine = KeychainEngine(storage: try openStorage(path))
         var certificates = 0, keys = 0, duplicates = 0
         for item in items {
             let query = try Self.itemQuery(item)
@@ -300,7 +300,7 @@ struct ExportItems: ParsableCommand {
         }
         if type == "identities" {
             for path in paths {
-                let engine = KeychainEngine(storage: try openKeychain(path))
+                let engine = KeychainEngine(storage: try openStorage(path))
                 for stored in try CertificateStore.certificates(in: [path], function: function) {
                     guard let hash = stored.attributes[Key.publicKeyHash]?.dataValue else { continue }
                     let query: KeychainQuery = [Key.class: .string(ItemClass.key.rawValue), Key.applicationLabel: .data(hash),
@@ -333,7 +333,7 @@ struct ExportItems: ParsableCommand {
     func keys(in paths: [String], keyClass: Int64) throws -> [(String, Data)] {
         var found: [(String, Data)] = []
         for path in paths {
-            let engine = KeychainEngine(storage: try openKeychain(path))
+            let engine = KeychainEngine(storage: try openStorage(path))
             let query: KeychainQuery = [Key.class: .string(ItemClass.key.rawValue), Key.keyClass: .number(keyClass),
                                         Key.matchLimit: .string(Key.matchLimitAll), Key.returnAttributes: .bool(true), Key.returnData: .bool(true)]
             let result: ItemResult?
@@ -465,7 +465,7 @@ struct FindIdentity: ParsableCommand {
     static func identities(in paths: [String]) throws -> [StoredCertificate] {
         var found: [StoredCertificate] = []
         for path in paths {
-            let engine = KeychainEngine(storage: try openKeychain(path))
+            let engine = KeychainEngine(storage: try openStorage(path))
             let query: KeychainQuery = [Key.class: .string(ItemClass.identity.rawValue), Key.matchLimit: .string(Key.matchLimitAll),
                                         Key.returnData: .bool(true)]
             let result: ItemResult?
@@ -497,7 +497,7 @@ struct DeleteCertificateOptions: ParsableArguments {
     /// Deletes the unique matching certificate; with `withKey`, its private key first (none is no error).
     func delete(withKey: Bool) throws {
         let stored = try CertificateStore.unique(in: CertificateStore.paths(keychains), name: name, hash: hash)
-        let engine = KeychainEngine(storage: try openKeychain(stored.keychain))
+        let engine = KeychainEngine(storage: try openStorage(stored.keychain))
         if withKey, let hash = stored.attributes[Key.publicKeyHash]?.dataValue {
             do {
                 try engine.delete([Key.class: .string(ItemClass.key.rawValue), Key.applicationLabel: .data(hash), Key.keyClass: .number(1)])

@@ -75,7 +75,7 @@ enum CertificateStore {
     static func certificates(in paths: [String], function: String = "SecKeychainSearchCopyNext") throws -> [StoredCertificate] {
         var found: [StoredCertificate] = []
         for path in paths {
-            let engine = KeychainEngine(storage: try openKeychain(path))
+            let engine = KeychainEngine(storage: try openStorage(path))
             let query: KeychainQuery = [Key.class: .string(ItemClass.certificate.rawValue), Key.matchLimit: .string(Key.matchLimitAll),
                                         Key.returnAttributes: .bool(true), Key.returnData: .bool(true),
                                         Key.returnPersistentRef: .bool(true)]

@@ -67,7 +67,7 @@ enum ItemVerbs {
     /// Adds an item; with `update`, an existing one is updated in place (never deleted and re-added).
     static func add(_ query: KeychainQuery, secret: Data, update: Bool, keychain: String?) throws {
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
-        let engine = KeychainEngine(storage: try openKeychain(path))
+        let engine = KeychainEngine(storage: try openStorage(path))
         let function = "SecKeychainItemCreateFromContent (\(keychain == nil ? "<default>" : path))"
         var attributes = query
         attributes[Key.valueData] = .data(secret)
@@ -82,7 +82,7 @@ enum ItemVerbs {
             changes[Key.valueData] = .data(secret)
             try call("SecKeychainItemModifyContent") { try engine.update(identity, with: changes) }
         } catch let error as EngineError {
-            throw ToolFailure(function: function, status: error.status, reason: error.reason)
+            throw ToolFailure(function: function, status: error.status, reason: withUnlockHint(error.reason, status: error.status, keychain: path))
         }
     }
 
@@ -96,12 +96,12 @@ enum ItemVerbs {
             search[Key.returnPersistentRef] = .bool(true)
             if withSecret { search[Key.returnData] = .bool(true) }
             do {
-                let engine = KeychainEngine(storage: try openKeychain(path))
+                let engine = KeychainEngine(storage: try openStorage(path))
                 if let attributes = try engine.copyMatching(search)?.attributes { return (attributes, path) }
             } catch let error as EngineError where error.status == Status.itemNotFound {
                 continue
             } catch let error as EngineError {
-                firstError = firstError ?? (error.status, error.reason)
+                firstError = firstError ?? (error.status, withUnlockHint(error.reason, status: error.status, keychain: path))
             } catch let failure as ToolFailure {
                 firstError = firstError ?? (failure.status, failure.reason)
             }
@@ -128,7 +128,7 @@ enum ItemVerbs {
     static func delete(_ query: KeychainQuery, keychains: [String]) throws {
         let (attributes, path) = try find(query, keychains: keychains, withSecret: false)
         guard let reference = attributes[Key.valuePersistentRef]?.dataValue else { throw ToolFailure(function: "SecKeychainItemDelete", status: Status.itemNotFound) }
-        let engine = KeychainEngine(storage: try openKeychain(path))
+        let engine = KeychainEngine(storage: try openStorage(path))
         try call("SecKeychainItemDelete") { try engine.delete([Key.class: query[Key.class]!, Key.valuePersistentRef: .data(reference)]) }
         writeOut(attributeBlock(attributes, keychain: path))
         writeOut("password has been deleted.\n")
@@ -159,7 +159,7 @@ struct AddPassword<Attributes: PasswordAttributes>: ParsableCommand {
     @Flag(name: .customShort("U"), help: "Update the item if it exists.") var update = false
     @Option(name: .customShort("T"), help: "An application allowed to access the item (accepted; Linux has no per-application ACL).") var applications: [String] = []
     @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
-    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         try ItemVerbs.add(try attributes.query(), secret: try secret.secret(), update: update, keychain: keychain)

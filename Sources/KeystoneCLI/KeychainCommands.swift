@@ -2,8 +2,11 @@ import ArgumentParser
 import Foundation
 import KeychainEngine
 import KeychainFile
+#if canImport(KeychainSecretService)
+import KeychainSecretService
+#endif
 
-// Keychain verbs: create, delete, lock, unlock, settings, password, info, lists, default, dump.
+// Keychain verbs: create, delete, lock, unlock, settings, password, info, lists, default, dump (doctor: Doctor.swift).
 
 struct CreateKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "create-keychain", abstract: "Create a keychain and add it to the search list.")
@@ -16,7 +19,8 @@ struct CreateKeychain: ParsableCommand {
 
     mutating func run() throws {
         for argument in keychains {
-            let path = resolveKeychain(argument)
+            let path = try KeychainSpec.file(argument, verb: "create-keychain",
+                                             what: "its collections are created in the desktop's keyring manager (Seahorse)")
             let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
             _ = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
             let list = ToolConfig.read("search-list")
@@ -31,7 +35,8 @@ struct DeleteKeychain: ParsableCommand {
 
     mutating func run() throws {
         for argument in keychains {
-            let path = resolveKeychain(argument)
+            let path = try KeychainSpec.file(argument, verb: "delete-keychain",
+                                             what: "keystone never deletes a Secret Service collection")
             try call("SecKeychainDelete") { try KeychainFile.delete(at: path) }
             let list = ToolConfig.read("search-list")
             if list.contains(path) { try? ToolConfig.write("search-list", list.filter { $0 != path }) }
@@ -42,11 +47,22 @@ struct DeleteKeychain: ParsableCommand {
 struct LockKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "lock-keychain", abstract: "Lock a keychain (its keys leave this process and the kernel keyring).")
     @Flag(name: .customShort("a"), help: "Lock every keychain in the search list.") var all = false
-    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let paths = all ? ToolConfig.searchList : [keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain]
-        for path in paths { try openKeychain(path, function: "SecKeychainLock").lock() }
+        for path in paths {
+            if KeychainSpec.isSecretService(path) {
+                #if canImport(KeychainSecretService)
+                let storage = try openSecretService(path, function: "SecKeychainLock")
+                try call("SecKeychainLock \(path)") { try storage.lock() }
+                #else
+                _ = try openStorage(path, function: "SecKeychainLock")
+                #endif
+                continue
+            }
+            try openKeychain(path, function: "SecKeychainLock").lock()
+        }
     }
 }
 
@@ -56,10 +72,25 @@ struct UnlockKeychain: ParsableCommand {
     var password: String?
     @Flag(name: .customShort("u"), help: "Prompt for the password.") var prompt = false
     @Flag(name: .customLong("prompt-password"), help: .hidden) var promptPassword = false
-    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        if KeychainSpec.isSecretService(path) {
+            // The Secret Service asks for its own password, in its own prompt: keystone never handles it.
+            if password != nil || promptPassword {
+                throw UsageFailure(message: "keystone: unlock-keychain: -p cannot be used with the Secret Service (\(path)): it asks for its own password in its own prompt. Run `keystone unlock-keychain \(path)` without -p.")
+            }
+            #if canImport(KeychainSecretService)
+            let storage = try openSecretService(path, function: "SecKeychainUnlock")
+            try call("SecKeychainUnlock \(path)") {
+                if try storage.isLocked() { try storage.unlockWithPrompt() }
+            }
+            #else
+            _ = try openStorage(path, function: "SecKeychainUnlock")
+            #endif
+            return
+        }
         let file = try openKeychain(path, function: "SecKeychainUnlock")
         let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
         try call("SecKeychainUnlock \(path)") { try file.unlock(password: secret) }
@@ -75,7 +106,8 @@ struct SetKeychainSettings: ParsableCommand {
     @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
-        let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        let path = try KeychainSpec.file(keychain, verb: "set-keychain-settings",
+                                         what: "its auto-lock is set in the desktop's keyring settings")
         let file = try openKeychain(path, function: "SecKeychainSetSettings")
         let seconds: TimeInterval? = timeout.map(TimeInterval.init) ?? (lockAfterTimeout ? 300 : nil)
         try call("SecKeychainSetSettings \(path)") { try file.setSettings(KeychainSettings(lockAfterTimeout: seconds, lockOnSleep: lockOnSleep)) }
@@ -90,7 +122,8 @@ struct SetKeychainPassword: ParsableCommand {
     @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
-        let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        let path = try KeychainSpec.file(keychain, verb: "set-keychain-password",
+                                         what: "its password is changed in the desktop's keyring manager (Seahorse: Change Password)")
         let file = try openKeychain(path, function: "SecKeychainChangePassword")
         let oldSecret = try old ?? readSecret(prompt: "Old Password: ", option: "-o")
         let newSecret = (new != nil && !promptPassword) ? new! : try readSecret(prompt: "New Password: ", option: "-p")
@@ -103,7 +136,8 @@ struct ShowKeychainInfo: ParsableCommand {
     @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
-        let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        let path = try KeychainSpec.file(keychain, verb: "show-keychain-info",
+                                         what: "it has no keystone lock settings (`keystone doctor` shows whether it is locked)")
         let settings = try openKeychain(path, function: "SecKeychainCopySettings").settings
         var line = "Keychain \"\(path)\""
         if settings.lockOnSleep { line += " lock-on-sleep" }
@@ -164,7 +198,7 @@ struct DumpKeychain: ParsableCommand {
             }
         }
         for path in paths {
-            let engine = KeychainEngine(storage: try openKeychain(path, function: "SecKeychainItemCopyContent"))
+            let engine = KeychainEngine(storage: try openStorage(path, function: "SecKeychainItemCopyContent"))
             defer { if engine.damagedItemsSeen > 0 { damaged.append((path, engine.damagedItemsSeen)) } }
             for cls in ["genp", "inet"] {
                 var query: KeychainQuery = [Key.class: .string(cls), Key.matchLimit: .string(Key.matchLimitAll),
@@ -172,7 +206,10 @@ struct DumpKeychain: ParsableCommand {
                 if withData { query[Key.returnData] = .bool(true) }
                 let result: ItemResult?
                 do { result = try engine.copyMatching(query) } catch let error as EngineError where error.status == Status.itemNotFound { continue }
-                    catch let error as EngineError { throw ToolFailure(function: "SecKeychainItemCopyContent", status: error.status, reason: error.reason) }
+                    catch let error as EngineError {
+                        throw ToolFailure(function: "SecKeychainItemCopyContent", status: error.status,
+                                          reason: withUnlockHint(error.reason, status: error.status, keychain: path))
+                    }
                 for item in result?.array ?? [] {
                     guard let attributes = item.attributes else { continue }
                     let secret = withData ? attributes[Key.valueData]?.dataValue : nil
@@ -187,31 +224,5 @@ struct DumpKeychain: ParsableCommand {
             }
         }
         if json { printJSON(objects) }
-    }
-}
-
-struct Doctor: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "doctor",
-        abstract: "Check a keychain file: format, header, ownership and permissions, password, lock state, damaged items.",
-        discussion: "Changes nothing. Exits 0 when nothing is wrong, 1 when a problem is found. Never prints an item's contents.")
-    @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
-
-    mutating func run() throws {
-        let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
-        let diagnosis = KeychainDiagnosis.examine(keychainAt: path)
-        writeOut("keychain: \(path)\n")
-        for finding in diagnosis.findings {
-            let mark: String
-            switch finding.severity {
-            case .ok: mark = "ok     "
-            case .note: mark = "note   "
-            case .warning: mark = "warning"
-            case .problem: mark = "PROBLEM"
-            }
-            writeOut("  \(mark)  \(finding.check): \(finding.detail)\n")
-            if let fix = finding.fix, finding.severity != .ok { writeOut("           fix: \(fix)\n") }
-        }
-        if diagnosis.severity == .problem { throw ExitCode(1) }
     }
 }

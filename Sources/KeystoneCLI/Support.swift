@@ -1,6 +1,9 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+#if canImport(KeychainSecretService)
+import KeychainSecretService
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -33,6 +36,12 @@ struct UsageFailure: Error {
     let message: String
 }
 
+/// A reason with, for a locked Secret Service collection, how to unlock it.
+func withUnlockHint(_ reason: String, status: Int32, keychain: String) -> String {
+    guard status == Status.interactionNotAllowed, KeychainSpec.isSecretService(keychain), !reason.contains("unlock-keychain") else { return reason }
+    return (reason.isEmpty ? "" : reason + ". ") + "Unlock it with `keystone unlock-keychain \(keychain)` (the Secret Service shows its own prompt), in Seahorse, or by logging in to the desktop."
+}
+
 /// Runs a keychain call, turning an `EngineError` into a ``ToolFailure`` naming `function` (as `security` does).
 func call<T>(_ function: String, _ body: () throws -> T) throws -> T {
     do { return try body() } catch let error as EngineError {
@@ -63,10 +72,69 @@ enum ToolConfig {
         try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/" + name, atomically: true, encoding: .utf8)
     }
 
-    /// The default keychain: `$KEYSTONE_KEYCHAIN`, else the one set with `default-keychain -s`, else the login keychain.
-    static var defaultKeychain: String {
-        if let env = ProcessInfo.processInfo.environment["KEYSTONE_KEYCHAIN"], !env.isEmpty { return env }
-        return read("default-keychain").first ?? KeychainFile.defaultPath
+    /// The storage `KEYSTONE_BACKEND` asks for: `file` (or unset) for keychain files, `secret-service` or
+    /// `secret-service:COLLECTION` for the Secret Service; nil when it is unset or empty.
+    enum Backend: Equatable {
+        case file
+        /// A canonical `secret-service:[COLLECTION]` keychain argument.
+        case secretService(String)
+    }
+
+    /// `KEYSTONE_BACKEND`, parsed.
+    ///
+    /// - Throws: ``UsageFailure`` for any other value, naming the accepted ones.
+    static func backend(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Backend? {
+        guard let value = environment["KEYSTONE_BACKEND"], !value.isEmpty else { return nil }
+        if value == "file" { return .file }
+        if KeychainSpec.isSecretService(value) { return .secretService(KeychainSpec.canonical(value)) }
+        throw UsageFailure(message: "keystone: KEYSTONE_BACKEND=\(value) is not a storage: use file (keychain files) or secret-service[:COLLECTION] (the freedesktop Secret Service), or unset it")
+    }
+
+    /// Why a keychain is the one used: how `doctor` explains its choice.
+    enum Reason: String {
+        case argument
+        case keychainVariable = "KEYSTONE_KEYCHAIN"
+        case backendVariable = "KEYSTONE_BACKEND"
+        case setting = "default-keychain"
+        case fallback = "default"
+
+        var sentence: String {
+            switch self {
+            case .argument: "named on the command line"
+            case .keychainVariable: "set by KEYSTONE_KEYCHAIN"
+            case .backendVariable: "selected by KEYSTONE_BACKEND"
+            case .setting: "set with `keystone default-keychain -s`"
+            case .fallback: "the default (no KEYSTONE_KEYCHAIN, KEYSTONE_BACKEND or default-keychain setting)"
+            }
+        }
+    }
+
+    /// The default keychain and why: `$KEYSTONE_KEYCHAIN`; else `KEYSTONE_BACKEND=secret-service[:COLLECTION]`;
+    /// else (`KEYSTONE_BACKEND` `file` or unset) the one set with `default-keychain -s` (a Secret Service one only
+    /// when `KEYSTONE_BACKEND` is unset), else the login keychain file. An invalid `KEYSTONE_BACKEND` counts as
+    /// unset here: `main` refuses it before any verb runs.
+    static var defaultSelection: (spec: String, reason: Reason) {
+        let environment = ProcessInfo.processInfo.environment
+        if let env = environment["KEYSTONE_KEYCHAIN"], !env.isEmpty {
+            return (KeychainSpec.isSecretService(env) ? KeychainSpec.canonical(env) : env, .keychainVariable)
+        }
+        let backend = (try? Self.backend(environment)) ?? nil
+        if case .secretService(let spec) = backend { return (spec, .backendVariable) }
+        if let setting = read("default-keychain").first, !(backend == .file && KeychainSpec.isSecretService(setting)) {
+            return (setting, .setting)
+        }
+        return (KeychainFile.defaultPath, backend == .file ? .backendVariable : .fallback)
+    }
+
+    /// The default keychain: see ``defaultSelection``.
+    static var defaultKeychain: String { defaultSelection.spec }
+
+    /// The keychain file used when the default keychain is a file: the `default-keychain -s` setting when it is a
+    /// file, else the login keychain.
+    static var defaultFile: String {
+        if let env = ProcessInfo.processInfo.environment["KEYSTONE_KEYCHAIN"], !env.isEmpty, !KeychainSpec.isSecretService(env) { return env }
+        if let setting = read("default-keychain").first, !KeychainSpec.isSecretService(setting) { return setting }
+        return KeychainFile.defaultPath
     }
 
     /// The search list: set with `list-keychains -s`, else the default keychain alone.
@@ -76,15 +144,46 @@ enum ToolConfig {
     }
 }
 
+/// Keychain arguments naming the Secret Service: `secret-service:` (its default collection), `secret-service:COLLECTION`
+/// (an alias, a label or an object path), or `secret-service` alone. They are kept as they are, never made paths.
+enum KeychainSpec {
+    static let prefix = "secret-service:"
+
+    static func isSecretService(_ argument: String) -> Bool {
+        argument == "secret-service" || argument.hasPrefix(prefix)
+    }
+
+    /// `secret-service:` or `secret-service:COLLECTION`.
+    static func canonical(_ argument: String) -> String {
+        argument == "secret-service" ? prefix : argument
+    }
+
+    /// The keychain file a verb that works on files only is given (`argument` resolved, else the default keychain).
+    ///
+    /// - Throws: ``UsageFailure`` when that is the Secret Service, saying why the verb does not apply (`what`).
+    static func file(_ argument: String?, verb: String, what: String) throws -> String {
+        if let argument {
+            let spec = resolveKeychain(argument)
+            guard isSecretService(spec) else { return spec }
+            throw UsageFailure(message: "keystone: \(verb): \(spec) is the freedesktop Secret Service, not a keychain file: \(what). Name a keychain file.")
+        }
+        let (spec, reason) = ToolConfig.defaultSelection
+        guard isSecretService(spec) else { return spec }
+        throw UsageFailure(message: "keystone: \(verb): the default keychain is the Secret Service (\(spec), \(reason.sentence)), not a keychain file: \(what). Name a keychain file.")
+    }
+}
+
 /// A keychain argument as a path: a name without `/` lives in the keychain directory (`.keychain-db` added
-/// when it has no keychain extension); anything with a `/` is a path.
+/// when it has no keychain extension); anything with a `/` is a path. A Secret Service argument
+/// (`secret-service:[COLLECTION]`) stays as it is.
 func resolveKeychain(_ argument: String) -> String {
+    if KeychainSpec.isSecretService(argument) { return KeychainSpec.canonical(argument) }
     if argument.contains("/") { return URL(fileURLWithPath: argument).standardizedFileURL.path }
     let name = argument.hasSuffix(".keychain-db") || argument.hasSuffix(".keychain") ? argument : argument + ".keychain-db"
     return KeychainFile.keychainDirectory + "/" + name
 }
 
-/// Opens a keychain; the default one is created on first use (with a one-time note about its empty password).
+/// Opens a keychain file; the default one is created on first use (with a one-time note about its empty password).
 func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -> KeychainFile {
     if path == ToolConfig.defaultKeychain && path == KeychainFile.defaultPath {
         let (file, created) = try call(function) { try KeychainFile.openDefault() }
@@ -94,6 +193,28 @@ func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -
         return file
     }
     return try call(function) { try KeychainFile.open(at: path) }
+}
+
+#if canImport(KeychainSecretService)
+/// Connects to the Secret Service collection a `secret-service:[COLLECTION]` argument names.
+func openSecretService(_ spec: String, function: String = "SecKeychainOpen") throws -> SecretServiceStorage {
+    guard let options = SecretServiceStorage.Options(argument: spec) else {
+        throw UsageFailure(message: "keystone: \(spec) does not name a Secret Service collection")
+    }
+    return try call(function) { try SecretServiceStorage(options: options) }
+}
+#endif
+
+/// Opens the storage a keychain argument names (resolved with ``resolveKeychain(_:)``): a keychain file, or the
+/// Secret Service for `secret-service:[COLLECTION]`.
+func openStorage(_ spec: String, function: String = "SecKeychainOpen") throws -> any KeychainStorage {
+    guard KeychainSpec.isSecretService(spec) else { return try openKeychain(spec, function: function) }
+    #if canImport(KeychainSecretService)
+    return try openSecretService(spec, function: function)
+    #else
+    throw ToolFailure(function: function, status: Status.notAvailable,
+                      reason: "this keystone was built without the Secret Service (the package's SecretService trait); \(spec) cannot be opened")
+    #endif
 }
 
 // MARK: - Secrets from the terminal or standard input

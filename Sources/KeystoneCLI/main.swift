@@ -17,8 +17,11 @@ struct KeystoneTool: ParsableCommand {
         abstract: "Manage keychains, their passwords, certificates and keys, with the verbs of macOS `security`.",
         discussion: """
         Keychains are files: a name without '/' means $XDG_DATA_HOME/keystone/NAME.keychain-db \
-        (~/.local/share/keystone when XDG_DATA_HOME is unset); the default keychain is $KEYSTONE_KEYCHAIN, \
-        else the one set with `default-keychain -s`, else login.keychain-db, created on first use. \
+        (~/.local/share/keystone when XDG_DATA_HOME is unset); `secret-service:` (or secret-service:COLLECTION) \
+        names the freedesktop Secret Service instead. The default keychain is $KEYSTONE_KEYCHAIN; else the \
+        Secret Service when KEYSTONE_BACKEND is secret-service[:COLLECTION]; else (KEYSTONE_BACKEND file or \
+        unset) the one set with `default-keychain -s`, else login.keychain-db, created on first use. \
+        `keystone doctor` says which is in use and why. \
         Errors print `keystone: <function>: <message>` and exit with the low byte of the OSStatus \
         (item not found: 44, duplicate item: 45, keychain locked: 36); usage errors exit 2.
         """,
@@ -64,6 +67,7 @@ if let verb = arguments.first, let spec = optionTable[verb] {
 
 do {
     var command = try KeystoneTool.parseAsRoot(arguments)
+    _ = try ToolConfig.backend()  // an unknown KEYSTONE_BACKEND is a usage error, whatever the verb
     try command.run()
 } catch let failure as ToolFailure {
     writeErr(failure.message + "\n")

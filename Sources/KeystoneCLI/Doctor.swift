@@ -1,0 +1,228 @@
+import ArgumentParser
+import Foundation
+import KeychainEngine
+import KeychainFile
+#if canImport(KeychainSecretService)
+import KeychainSecretService
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `keystone doctor`: which storage is in use and why, the keychain file, and the Secret Service.
+
+struct Doctor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Check the keychain storage in use: which one and why, the keychain file, the Secret Service.",
+        discussion: """
+        Reports (1) the storage in use and why (the argument, KEYSTONE_KEYCHAIN, KEYSTONE_BACKEND, the \
+        `default-keychain -s` setting, or the default); (2) the keychain file: path, owner and mode, format, \
+        header, password, lock state, unlock cache (kernel keyring), damaged items; (3) the Secret Service: the \
+        session bus and where its address came from (DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus), the \
+        daemon owning org.freedesktop.secrets (bus name, pid, process), its collections, the `default` alias, \
+        the collection's lock state and the session's algorithm. Each problem comes with a fix.
+
+        Changes nothing, never prompts, never prints a secret. Exits 1 when a problem blocks the storage in use \
+        (problems of the storage not in use are only notes or warnings), else 0.
+
+        --json prints one object: "storage" {"kind": "file" or "secret-service", "name": the path or \
+        secret-service:[COLLECTION], "reason": "argument", "KEYSTONE_KEYCHAIN", "KEYSTONE_BACKEND", \
+        "default-keychain" or "default"}; "file" {"path", "inUse", "exists", "owner", "mode", "format", \
+        "locked", "lockState", "unlockCache", "findings"}; "secretService" {"inUse", "argument", "available", \
+        "busAddress", "addressSource" ("given", "DBUS_SESSION_BUS_ADDRESS", "$XDG_RUNTIME_DIR/bus" or "none"), \
+        "daemon" {"name", "pid", "process"}, "collections" [{"path", "label", "locked"}], "defaultCollection", \
+        "collection", "locked", "sessionAlgorithm", "findings"}; "ok" (false when the exit status is 1). Each \
+        finding is {"severity": "ok", "note", "warning" or "problem", "check", "detail", "fix"}. Unknown values \
+        are null.
+        """)
+    @Flag(help: "Print one JSON object (its keys are listed above).") var json = false
+    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
+
+    mutating func run() throws {
+        let (spec, reason): (String, ToolConfig.Reason) = keychain.map { (resolveKeychain($0), .argument) } ?? ToolConfig.defaultSelection
+        let secretServiceInUse = KeychainSpec.isSecretService(spec)
+        let file = FileReport.examine(secretServiceInUse ? ToolConfig.defaultFile : spec, inUse: !secretServiceInUse)
+        let secretService = SecretServiceReport.examine(secretServiceInUse ? spec : Self.secretServiceSpec, inUse: secretServiceInUse)
+        let ok = secretServiceInUse ? secretService.usable : file.usable
+
+        if json {
+            printJSON([
+                "storage": ["kind": secretServiceInUse ? "secret-service" : "file", "name": spec, "reason": reason.rawValue],
+                "file": file.json,
+                "secretService": secretService.json,
+                "ok": ok,
+            ] as [String: Any])
+        } else {
+            var text = "storage: " + (secretServiceInUse ? "the Secret Service (\(spec))" : "the keychain file \(spec)")
+                + ", \(reason.sentence)\n"
+            text += "keychain file: \(file.path)\(file.inUse ? "" : " (not in use)")\n" + Self.lines(file.findings)
+            text += "Secret Service: \(secretService.argument)\(secretService.inUse ? "" : " (not in use)")\n" + Self.lines(secretService.findings)
+            text += ok ? "result: ok — the storage in use can be used\n"
+                : "result: PROBLEM — the \(secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
+            writeOut(text)
+        }
+        if !ok { throw ExitCode(1) }
+    }
+
+    /// The Secret Service examined when the file is in use: KEYSTONE_BACKEND's collection, else the default one.
+    static var secretServiceSpec: String {
+        if case .secretService(let spec)? = (try? ToolConfig.backend()) ?? nil { return spec }
+        return KeychainSpec.prefix
+    }
+
+    static func lines(_ findings: [DoctorFinding]) -> String {
+        var text = ""
+        for finding in findings {
+            let mark: String
+            switch finding.severity {
+            case .ok: mark = "ok     "
+            case .note: mark = "note   "
+            case .warning: mark = "warning"
+            case .problem: mark = "PROBLEM"
+            }
+            text += "  \(mark)  \(finding.check): \(finding.detail)\n"
+            if let fix = finding.fix, finding.severity != .ok { text += "           fix: \(fix)\n" }
+        }
+        return text
+    }
+}
+
+/// One finding of either diagnosis, as doctor prints it.
+struct DoctorFinding {
+    let severity: KeychainDiagnosis.Severity
+    let check: String
+    let detail: String
+    let fix: String?
+
+    var json: [String: Any] {
+        ["severity": severity.rawValue, "check": check, "detail": detail, "fix": fix ?? NSNull()]
+    }
+
+    /// The weight a finding of the storage not in use gets: it blocks nothing.
+    func demoted(to ceiling: KeychainDiagnosis.Severity) -> DoctorFinding {
+        DoctorFinding(severity: min(severity, ceiling), check: check, detail: detail, fix: fix)
+    }
+}
+
+/// The keychain file: ``KeychainDiagnosis`` with the owner, mode and unlock cache added.
+struct FileReport {
+    let path: String
+    let inUse: Bool
+    let exists: Bool
+    var owner: String?
+    var mode: String?
+    var format: Int?
+    var lockState: LockState?
+    var unlockCache: String?
+    var findings: [DoctorFinding]
+    /// No problem blocks its use.
+    let usable: Bool
+
+    static func examine(_ path: String, inUse: Bool) -> FileReport {
+        let diagnosis = KeychainDiagnosis.examine(keychainAt: path)
+        var findings = diagnosis.findings.map { DoctorFinding(severity: $0.severity, check: $0.check, detail: $0.detail, fix: $0.fix) }
+        var info = stat()
+        var report = FileReport(path: path, inUse: inUse, exists: stat(path, &info) == 0, findings: [],
+                                usable: diagnosis.severity < .problem)
+        if report.exists {
+            let uid = info.st_uid
+            let name = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } }
+            report.owner = name.map { "\($0) (uid \(uid))" } ?? "uid \(uid)"
+            report.mode = String(format: "%04o", Int(info.st_mode) & 0o7777)
+            let at = (findings.firstIndex { $0.check == "file" } ?? -1) + 1
+            findings.insert(DoctorFinding(severity: .ok, check: "owner", detail: "\(report.owner!), mode \(report.mode!)", fix: nil), at: at)
+        }
+        if let format = findings.first(where: { $0.check == "format" }) {
+            report.format = Int(format.detail.dropFirst("format ".count).prefix { $0.isNumber })
+        }
+        if KeychainFile.isKeychain(at: path), let file = try? KeychainFile.open(at: path) {
+            let state = file.lockState
+            report.lockState = state
+            let keyringAvailable = findings.contains { $0.check == "keyring" && $0.severity == .ok }
+            let cache: String
+            if file.isEmptyPassword {
+                cache = "not needed: a keychain with an empty password opens unlocked in every process"
+            } else if !keyringAvailable {
+                cache = "unavailable (no kernel keyring): each process must unlock the keychain itself"
+            } else {
+                switch state {
+                case .unlocked:
+                    cache = "the keys are cached in the kernel keyring: later commands start unlocked until the auto-lock timeout (at most 12 h)"
+                case .lockedAfterFirstUnlock:
+                    cache = "only the after-first-unlock keys are cached in the kernel keyring"
+                case .locked:
+                    cache = "no keys cached: the keychain is locked until `keystone unlock-keychain \(path)`"
+                }
+            }
+            report.unlockCache = cache
+            findings.append(DoctorFinding(severity: .ok, check: "unlock cache", detail: cache, fix: nil))
+        }
+        report.findings = inUse ? findings : findings.map { $0.demoted(to: .warning) }
+        return report
+    }
+
+    var json: [String: Any] {
+        [
+            "path": path, "inUse": inUse, "exists": exists,
+            "owner": owner ?? NSNull(), "mode": mode ?? NSNull(), "format": format ?? NSNull(),
+            "locked": lockState.map { $0 != .unlocked } ?? NSNull(), "lockState": lockState?.rawValue ?? NSNull(),
+            "unlockCache": unlockCache ?? NSNull(),
+            "findings": findings.map(\.json),
+        ]
+    }
+}
+
+/// The Secret Service: ``SecretServiceDiagnosis`` (when this keystone has it).
+struct SecretServiceReport {
+    let argument: String
+    let inUse: Bool
+    var findings: [DoctorFinding] = []
+    var json: [String: Any]
+    /// No problem blocks its use.
+    var usable = false
+
+    static func examine(_ argument: String, inUse: Bool) -> SecretServiceReport {
+        var report = SecretServiceReport(argument: argument, inUse: inUse, json: [:])
+        var json: [String: Any] = ["inUse": inUse, "argument": argument]
+        var findings: [DoctorFinding]
+        #if canImport(KeychainSecretService)
+        if let options = SecretServiceStorage.Options(argument: argument) {
+            let diagnosis = SecretServiceDiagnosis.examine(options: options)
+            findings = diagnosis.findings.map {
+                DoctorFinding(severity: KeychainDiagnosis.Severity(rawValue: $0.severity.rawValue) ?? .problem,
+                              check: $0.check, detail: $0.detail, fix: $0.fix)
+            }
+            report.usable = diagnosis.isUsable
+            json["available"] = true
+            json["busAddress"] = diagnosis.busAddress ?? NSNull()
+            json["addressSource"] = diagnosis.addressSource.rawValue
+            json["daemon"] = diagnosis.daemon.map {
+                ["name": $0.name, "pid": $0.pid.map { Int($0) as Any } ?? NSNull(), "process": $0.process ?? NSNull()] as [String: Any]
+            } ?? NSNull()
+            json["collections"] = diagnosis.collections.map { ["path": $0.path, "label": $0.label, "locked": $0.locked] as [String: Any] }
+            json["defaultCollection"] = diagnosis.defaultCollection ?? NSNull()
+            json["collection"] = diagnosis.collection ?? NSNull()
+            json["locked"] = diagnosis.locked ?? NSNull()
+            json["sessionAlgorithm"] = diagnosis.sessionAlgorithm ?? NSNull()
+        } else {
+            findings = [DoctorFinding(severity: .problem, check: "argument", detail: "\(argument) names no Secret Service collection", fix: nil)]
+        }
+        #else
+        findings = [DoctorFinding(severity: .problem, check: "support",
+                                  detail: "this keystone was built without the Secret Service (the package's SecretService trait)",
+                                  fix: "Build keystone with the SecretService trait (the default; it needs libsecret-1-dev), or use a keychain file.")]
+        #endif
+        if json["available"] == nil {
+            json["available"] = false
+            for key in ["busAddress", "daemon", "defaultCollection", "collection", "locked", "sessionAlgorithm"] { json[key] = NSNull() }
+            json["addressSource"] = "none"
+            json["collections"] = [Any]()
+        }
+        // The Secret Service is optional while the file is in use: what it lacks is worth a note, no more.
+        report.findings = inUse ? findings : findings.map { $0.demoted(to: .note) }
+        json["findings"] = report.findings.map(\.json)
+        report.json = json
+        return report
+    }
+}
