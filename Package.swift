@@ -143,7 +143,14 @@ let package = Package(
         .executableTarget(name: "KeystoneBenchmarks", dependencies: [
             "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
             .product(name: "Crypto", package: "swift-crypto"),
+            // `keystone-benchmarks secret-service`: Keystone's Secret Service storage against plain libsecret,
+            // secret-tool and Python keyring, on a private daemon. Linux only, and only with the SecretService trait.
+            "SecretServiceDaemon",
+            .target(name: "KeychainSecretService", condition: .when(platforms: [.linux], traits: ["SecretService"])),
+            .target(name: "CLibSecretBaseline", condition: .when(platforms: [.linux], traits: ["SecretService"])),
         ], swiftSettings: settings),
+        // The Secret Service benchmark's baseline: plain libsecret calls from C (not part of Keystone).
+        .target(name: "CLibSecretBaseline", dependencies: ["CLibSecret"], path: "Sources/CLibSecretBaseline"),
 
         // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
         // with the two products above, exactly as a user's code is.

@@ -24,6 +24,10 @@ final class Transaction: StorageWriter {
     private var deleted: Set<Int64> = []
     /// What reads saw of each existing row (paths, generation), for the commit.
     private var seen: [Int64: Found] = [:]
+    /// Searches of Keystone's items this transaction made, by query: the service is not changed before the
+    /// commit, so a second identical search (the engine's duplicate check, then ``insert(_:)``'s own) is answered
+    /// from the first instead of costing another `SearchItems`, `GetAll` and `GetSecrets` round trip.
+    private var searched: [[String]: [Found]] = [:]
 
     init(storage: SecretServiceStorage, client: SecretServiceClient) {
         self.storage = storage
@@ -82,8 +86,10 @@ final class Transaction: StorageWriter {
     /// Keystone's items of a class holding the given lookup attributes, one per row id (the newest version).
     private func fetchKeystone(_ itemClass: ItemClass, _ lookup: [(String, String)]) throws -> [Found] {
         let query = [(ItemMapping.schemaKey, ItemMapping.schemaName), (ItemMapping.classKey, itemClass.rawValue)] + lookup
+        let key = query.flatMap { [$0.0, $0.1] }
+        if let found = searched[key] { return found }
         let paths = try client.search(storage.collectionPath, query)
-        return try load(paths) { path, info, secret in
+        let found = try load(paths) { path, info, secret in
             let attributes = info.attributes
             let generation = attributes[ItemMapping.generationKey].flatMap(Int.init) ?? 0
             guard let rowID = attributes[ItemMapping.rowIDKey].flatMap(Int64.init) else {
@@ -103,6 +109,8 @@ final class Transaction: StorageWriter {
                              paths: [path], generation: generation, itemClass: itemClass, rowID: rowID)
             }
         }
+        searched[key] = found
+        return found
     }
 
     /// Other clients' items read as generic passwords (compatibility mode).

@@ -3,8 +3,14 @@ import KeychainEngine
 
 // keystone-benchmarks: speed and memory of Keystone against baselines measured in the same run.
 // Run in release: `swift run -c release keystone-benchmarks [--quick]`.
+// `keystone-benchmarks secret-service [--items 100,1000] [--pairs K] [--rounds R]`: the Secret Service storage against
+// plain libsecret, secret-tool and Python keyring on a private daemon (SecretServiceBenchmarks.swift).
 
 if runFileChild(CommandLine.arguments) { exit(0) }
+if CommandLine.arguments.dropFirst().first == "secret-service" {
+    guard let options = SecretServiceBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
+    exit(runSecretServiceBenchmarks(options))
+}
 if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
