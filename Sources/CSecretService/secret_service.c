@@ -251,6 +251,14 @@ int ks_collection_info(ks_service *service, const char *path, char **label, int 
     return 0;
 }
 
+int ks_collection_locked(ks_service *service, const char *path, int *locked, ks_cancel *cancel, ks_error *error) {
+    GVariant *value = get_property(service, path, "org.freedesktop.Secret.Collection", "Locked", cancel, error);
+    if (value == NULL) return -1;
+    *locked = g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN) && g_variant_get_boolean(value) ? 1 : 0;
+    g_variant_unref(value);
+    return 0;
+}
+
 // MARK: - Items
 
 static GVariant *attributes_variant(const char *const *keys, const char *const *values, size_t count) {

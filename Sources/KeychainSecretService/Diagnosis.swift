@@ -128,7 +128,11 @@ public struct SecretServiceDiagnosis: Sendable {
     /// The bus address and its source: `given`, else `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` when
     /// that socket exists.
     public static func busAddress(given: String?, environment: [String: String]) -> (address: String?, source: AddressSource) {
-        if let given, !given.isEmpty { return (given, .given) }
+        // Options made from the environment carry its address: it still came from there.
+        if let given, !given.isEmpty, given != environment["DBUS_SESSION_BUS_ADDRESS"] {
+            let runtime = environment["XDG_RUNTIME_DIR"].map { "unix:path=\($0)/bus" }
+            return (given, given == runtime ? .runtimeDirectory : .given)
+        }
         if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return (address, .environment) }
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
             var info = stat()

@@ -135,6 +135,15 @@ final class SecretServiceClient: @unchecked Sendable {
         return (label.map { String(cString: $0) } ?? "", locked != 0)
     }
 
+    /// Whether a collection is locked (its `Locked` property only: constant cost).
+    func isLocked(_ path: String) throws -> Bool {
+        var locked: Int32 = 0
+        try status("read the collection's lock state") { service, cancel, error in
+            ks_collection_locked(service, path, &locked, cancel, error)
+        }
+        return locked != 0
+    }
+
     /// The unique bus name owning org.freedesktop.secrets and its process id (nil when the bus does not tell).
     func owner() throws -> (name: String, pid: UInt32?) {
         var name: UnsafeMutablePointer<CChar>?

@@ -89,7 +89,7 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
         connection = Locked(client)
         collectionPath = try Self.resolveCollection(options.collection, client: client)
         fileLock = try TransactionLock(busAddress: busAddress, collection: collectionPath)
-        observedLock.withLock { $0 = (try? client.collectionInfo(collectionPath).locked) ?? false }
+        observedLock.withLock { $0 = (try? client.isLocked(collectionPath)) ?? false }
     }
 
     /// The bus address: given, else `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` when that socket exists.
@@ -195,7 +195,7 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
 
     /// Whether the collection is locked now (asks the service).
     public func isLocked() throws -> Bool {
-        let locked = try reconnectingAfterFailure { try client().collectionInfo(collectionPath).locked }
+        let locked = try reconnectingAfterFailure { try client().isLocked(collectionPath) }
         observedLock.withLock { $0 = locked }
         return locked
     }

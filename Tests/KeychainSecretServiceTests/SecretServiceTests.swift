@@ -295,3 +295,23 @@ struct SecretServiceCompatibilityTests {
     }
 }
 #endif
+
+#if canImport(KeychainSecretService)
+/// CI's own session (`.ci/run` runs the tests under `dbus-run-session` with an unlocked gnome-keyring): the storage
+/// with default options finds the bus and the default collection as a desktop program would. Opt-in, so a developer's
+/// real keyring is never written to.
+@Suite("Secret Service storage in this session's bus, with default options",
+       .enabled(if: ProcessInfo.processInfo.environment["KEYSTONE_TEST_AMBIENT_SECRET_SERVICE"] == "1",
+                "set KEYSTONE_TEST_AMBIENT_SECRET_SERVICE=1 under dbus-run-session with an unlocked keyring (as .ci/run does)"))
+struct AmbientSecretServiceTests {
+    @Test("default options reach the session's default collection: add, read, delete")
+    func defaultOptions() throws {
+        let engine = KeychainEngine(storage: try SecretServiceStorage())
+        let service = "keystone-ci-\(UUID().uuidString)"
+        try engine.add(password(service, "ci", [Key.valueData: .data(Data("ambient".utf8))]))
+        #expect(try secret(engine, service, "ci") == "ambient")
+        try engine.delete(password(service, "ci"))
+        #expect(status { _ = try secret(engine, service, "ci") } == Status.itemNotFound)
+    }
+}
+#endif

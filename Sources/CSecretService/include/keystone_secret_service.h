@@ -58,6 +58,10 @@ char **ks_collections(ks_service *service, ks_cancel *cancel, ks_error *error);
 /// A collection's label and lock state. Returns 0 on success.
 int ks_collection_info(ks_service *service, const char *path, char **label, int *locked, ks_cancel *cancel, ks_error *error);
 
+/// Whether a collection is locked, from its `Locked` property alone (constant cost, unlike GetAll, whose reply
+/// lists every item). Returns 0 on success.
+int ks_collection_locked(ks_service *service, const char *path, int *locked, ks_cancel *cancel, ks_error *error);
+
 /// Object paths of the collection's items whose attributes hold every key/value given (Collection.SearchItems).
 char **ks_search(ks_service *service, const char *collection, const char *const *keys, const char *const *values,
                  size_t count, ks_cancel *cancel, ks_error *error);
