@@ -8,22 +8,10 @@ import Darwin
 
 /// What `keystone doctor` reports about a keychain file: each check with its outcome and, for a problem, the fix.
 public struct KeychainDiagnosis: Sendable {
-    /// How a finding weighs.
-    public enum Severity: String, Sendable, Hashable, Comparable {
-        case ok, note, warning, problem
-        private var rank: Int { switch self { case .ok: 0; case .note: 1; case .warning: 2; case .problem: 3 } }
-        public static func < (a: Severity, b: Severity) -> Bool { a.rank < b.rank }
-    }
-
+    /// How a finding weighs: `problem` means the storage cannot be used as it is.
+    public typealias Severity = DiagnosisSeverity
     /// One check's outcome.
-    public struct Finding: Sendable, Hashable, CustomStringConvertible {
-        public let severity: Severity
-        public let check: String
-        public let detail: String
-        /// What to do about it, when something should be done.
-        public let fix: String?
-        public var description: String { "\(severity.rawValue): \(check): \(detail)" + (fix.map { " — fix: \($0)" } ?? "") }
-    }
+    public typealias Finding = DiagnosisFinding
 
     /// The keychain file examined.
     public let path: String

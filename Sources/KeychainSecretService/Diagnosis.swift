@@ -12,30 +12,10 @@ import Glibc
 /// nothing is D-Bus-activated) and never reads a secret or an item: it asks the bus and the service for names,
 /// labels and lock states only, each call under a short deadline.
 public struct SecretServiceDiagnosis: Sendable {
-    /// How a finding weighs: `problem` means a storage over this Secret Service cannot be used as it is.
-    public enum Severity: String, Sendable, Hashable, Comparable {
-        case ok, note, warning, problem
-        private var rank: Int { switch self { case .ok: 0; case .note: 1; case .warning: 2; case .problem: 3 } }
-        public static func < (a: Severity, b: Severity) -> Bool { a.rank < b.rank }
-    }
-
+    /// How a finding weighs: `problem` means the storage cannot be used as it is.
+    public typealias Severity = DiagnosisSeverity
     /// One check's outcome.
-    public struct Finding: Sendable, Hashable, CustomStringConvertible {
-        public let severity: Severity
-        /// The check: `bus`, `daemon`, `session`, `collections`, `default alias`, `collection` or `lock`.
-        public let check: String
-        public let detail: String
-        /// What to do about it, when something should be done.
-        public let fix: String?
-        public var description: String { "\(severity.rawValue): \(check): \(detail)" + (fix.map { " — fix: \($0)" } ?? "") }
-
-        public init(severity: Severity, check: String, detail: String, fix: String? = nil) {
-            self.severity = severity
-            self.check = check
-            self.detail = detail
-            self.fix = fix
-        }
-    }
+    public typealias Finding = DiagnosisFinding
 
     /// Where the bus address came from.
     public enum AddressSource: String, Sendable, Hashable {

@@ -1,0 +1,24 @@
+/// How a `keystone doctor` finding weighs, for every storage's diagnosis.
+public enum DiagnosisSeverity: String, Sendable, Hashable, Comparable {
+    case ok, note, warning, problem
+    private var rank: Int { switch self { case .ok: 0; case .note: 1; case .warning: 2; case .problem: 3 } }
+    public static func < (a: DiagnosisSeverity, b: DiagnosisSeverity) -> Bool { a.rank < b.rank }
+}
+
+/// One check of a storage's diagnosis: its outcome and, for a problem, one sentence a user can act on.
+public struct DiagnosisFinding: Sendable, Hashable, CustomStringConvertible {
+    public let severity: DiagnosisSeverity
+    /// The check's name.
+    public let check: String
+    public let detail: String
+    /// What to do about it, when something should be done.
+    public let fix: String?
+    public var description: String { "\(severity.rawValue): \(check): \(detail)" + (fix.map { " — fix: \($0)" } ?? "") }
+
+    public init(severity: DiagnosisSeverity, check: String, detail: String, fix: String? = nil) {
+        self.severity = severity
+        self.check = check
+        self.detail = detail
+        self.fix = fix
+    }
+}
