@@ -237,11 +237,7 @@ public final class KeychainEngine: Sendable {
 
     /// The primary-key attributes of `item`, as search constraints.
     static func primaryKeyConstraints(of item: StoredItem) -> [String: AttributeValue] {
-        let schema = ClassSchema.of(item.itemClass)
-        var constraints: [String: AttributeValue] = [:]
-        constraints.reserveCapacity(schema.primaryKey.count)
-        for key in schema.primaryKey { constraints[key] = item.attributes[key] ?? schema.attributes[key]!.type.emptyValue }
-        return constraints
+        ClassSchema.of(item.itemClass).primaryKey(of: item.attributes)
     }
 
     /// Validates an add and builds the row it inserts (defaults filled in).

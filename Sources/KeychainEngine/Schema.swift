@@ -83,6 +83,14 @@ public struct ClassSchema: Sendable {
         }
     }
 
+    /// The primary key of `attributes` as constraints: each primary-key attribute with its value (missing ones as
+    /// empty values), as a storage's UNIQUE check and lookups take it.
+    public func primaryKey(of attributes: [String: AttributeValue]) -> [String: AttributeValue] {
+        var key: [String: AttributeValue] = [:]
+        for attribute in primaryKey { key[attribute] = attributes[attribute] ?? self.attributes[attribute]!.type.emptyValue }
+        return key
+    }
+
     /// The primary-key values of `attributes` in ``primaryKey`` order (missing ones as empty values).
     public func primaryKeyValues(of attributes: [String: AttributeValue]) -> [AttributeValue] {
         primaryKey.map { attributes[$0] ?? self.attributes[$0]!.type.emptyValue }

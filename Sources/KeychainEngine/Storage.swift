@@ -156,9 +156,7 @@ extension StorageWriter {
     /// Looks the primary key up with ``StorageReader/candidates(in:matching:)``, then inserts or replaces:
     /// storages with a native upsert override it.
     public func upsert(_ item: StoredItem, merge: (Candidate) throws -> StoredItem?) throws -> UpsertOutcome {
-        let schema = ClassSchema.of(item.itemClass)
-        var key: [String: AttributeValue] = [:]
-        for attribute in schema.primaryKey { key[attribute] = item.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue }
+        let key = ClassSchema.of(item.itemClass).primaryKey(of: item.attributes)
         guard let existing = try candidates(in: item.itemClass, matching: key).first else {
             return .inserted(rowID: try insert(item))
         }

@@ -40,7 +40,6 @@ public struct Compatibility: Sendable, Hashable {
             case Key.service, Key.account: continue
             case Key.accessGroup: guard value == .string(accessGroup) else { return nil }
             case Key.synchronizable: guard value == .bool(false) else { return nil }
-            case Key.label: continue
             default: return nil
             }
         }

@@ -60,13 +60,9 @@ enum ItemMapping {
         return bytesPrefix + bytes.base64EncodedString()
     }
 
-    /// The lookup attributes a search for `constraints` (primary-key values) of `itemClass` uses.
-    static func searchAttributes(_ itemClass: ItemClass, _ constraints: [String: AttributeValue]) -> [(String, String)] {
-        var result = [(classKey, itemClass.rawValue)]
-        for (attribute, value) in constraints.sorted(by: { $0.key < $1.key }) {
-            result.append((lookupName(attribute, in: itemClass), lookupValue(value)))
-        }
-        return result
+    /// The lookup attributes holding `constraints` (primary-key values) of `itemClass`.
+    static func lookupAttributes(_ itemClass: ItemClass, _ constraints: [String: AttributeValue]) -> [(String, String)] {
+        constraints.sorted { $0.key < $1.key }.map { (lookupName($0.key, in: itemClass), lookupValue($0.value)) }
     }
 
     /// The label desktop tools show: the item's own label when it has one, else `service (account)` (generic),
@@ -98,11 +94,8 @@ enum ItemMapping {
 
     /// Every Secret Service attribute of a row stored as version `generation`.
     static func attributes(of item: StoredItem, generation: Int, extra: [(String, String)]) -> [(String, String)] {
-        var result: [(String, String)] = [(schemaKey, schemaName)]
-        var primary = [String: AttributeValue]()
-        let schema = ClassSchema.of(item.itemClass)
-        for attribute in schema.primaryKey { primary[attribute] = item.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue }
-        result += searchAttributes(item.itemClass, primary)
+        var result: [(String, String)] = [(schemaKey, schemaName), (classKey, item.itemClass.rawValue)]
+        result += lookupAttributes(item.itemClass, ClassSchema.of(item.itemClass).primaryKey(of: item.attributes))
         result.append((rowIDKey, String(item.rowID)))
         result.append((generationKey, String(generation)))
         // The metadata keeps whether the row has a secret (an empty one stands for it), not the secret.

@@ -104,16 +104,12 @@ final class SecretServiceClient: @unchecked Sendable {
     /// The collection an alias names, or nil when the alias is not set.
     func readAlias(_ alias: String) throws -> String? {
         var error = ks_error(kind: KS_OK, message: nil)
-        let result = Self.callOptional(deadline: callTimeout) { cancel in ks_read_alias(handle, alias, cancel, &error) }
+        let result = Self.withDeadline(callTimeout) { cancel in ks_read_alias(handle, alias, cancel, &error) }
         defer { ks_error_clear(&error) }
         if error.kind != KS_OK { throw Self.mapError(error, what: "read the alias '\(alias)'", deadline: callTimeout) }
         guard let result else { return nil }
         defer { ks_free(result) }
         return String(cString: result)
-    }
-
-    private static func callOptional<T>(deadline: Duration, _ body: (OpaquePointer) -> T?) -> T? {
-        withDeadline(deadline, body)
     }
 
     /// Every collection's object path.

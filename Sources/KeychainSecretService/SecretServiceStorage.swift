@@ -195,9 +195,7 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
 
     /// Whether the collection is locked now (asks the service).
     public func isLocked() throws -> Bool {
-        let locked = try reconnectingAfterFailure { try client().isLocked(collectionPath) }
-        observedLock.withLock { $0 = locked }
-        return locked
+        try noteLockState(reconnectingAfterFailure { try client().isLocked(collectionPath) })
     }
 
     /// Locks the collection (no prompt).
@@ -231,4 +229,10 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     }
 
     func noteUnlocked() { observedLock.withLock { $0 = false } }
+
+    /// Records the collection's lock state as just read, and returns it.
+    func noteLockState(_ locked: Bool) -> Bool {
+        observedLock.withLock { $0 = locked }
+        return locked
+    }
 }

@@ -71,7 +71,7 @@ final class Transaction: StorageWriter {
     /// The service's rows of a class holding `constraints`: Keystone's own, and in compatibility mode other
     /// clients' generic passwords.
     private func fetch(_ itemClass: ItemClass, _ constraints: [String: AttributeValue]) throws -> [Found] {
-        var found = try fetchKeystone(itemClass, ItemMapping.searchAttributes(itemClass, constraints).dropFirst().map { $0 })
+        var found = try fetchKeystone(itemClass, ItemMapping.lookupAttributes(itemClass, constraints))
         if itemClass == .genericPassword, storage.options.compatibility != nil {
             let ours = Set(found.map(\.rowID))
             found += try fetchForeign(constraints).filter { !ours.contains($0.rowID) }
@@ -152,12 +152,9 @@ final class Transaction: StorageWriter {
         let secrets = try client.secrets(infos.filter { !$0.1.locked }.map(\.0))
         var byRow: [Int64: Found] = [:]
         for (path, info) in infos {
-            var secret = secrets[path]
-            if secret == nil, !info.locked {
-                // The service returned no secret for an unlocked item: it may have been locked or deleted meanwhile.
-                secret = nil
-            }
+            let secret = secrets[path]
             guard var found = try make(path, info, info.locked ? nil : secret) else { continue }
+            // The service returned no secret for an unlocked item: it was locked or deleted meanwhile.
             if !info.locked, secret == nil, case .item = found.candidate {
                 found.candidate = .unreadable(itemClass: found.itemClass, rowID: found.rowID,
                                               error: EngineError(Status.interactionNotAllowed, "the Secret Service returned no secret for an item"))
@@ -188,9 +185,7 @@ final class Transaction: StorageWriter {
     // MARK: - Writing
 
     func insert(_ item: StoredItem) throws -> Int64 {
-        let schema = ClassSchema.of(item.itemClass)
-        var key: [String: AttributeValue] = [:]
-        for attribute in schema.primaryKey { key[attribute] = item.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue }
+        let key = ClassSchema.of(item.itemClass).primaryKey(of: item.attributes)
         guard try candidates(in: item.itemClass, matching: key).isEmpty else {
             throw EngineError.duplicateItem("an item with this primary key is already in the Secret Service collection")
         }
@@ -202,9 +197,7 @@ final class Transaction: StorageWriter {
     }
 
     func replace(_ item: StoredItem) throws {
-        let schema = ClassSchema.of(item.itemClass)
-        var key: [String: AttributeValue] = [:]
-        for attribute in schema.primaryKey { key[attribute] = item.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue }
+        let key = ClassSchema.of(item.itemClass).primaryKey(of: item.attributes)
         let clash = try candidates(in: item.itemClass, matching: key).contains { candidate in
             switch candidate {
             case .item(let other): other.rowID != item.rowID
@@ -237,7 +230,7 @@ final class Transaction: StorageWriter {
     func commit() throws {
         guard !inserted.isEmpty || !replaced.isEmpty || !deleted.isEmpty else { return }
         // Never let the service prompt in a non-interactive write: check the lock first.
-        if try storage.isLocked() {
+        if try storage.noteLockState(client.isLocked(storage.collectionPath)) {
             guard try storage.handleLockedCollection() else {
                 throw EngineError(Status.interactionNotAllowed, "the Secret Service collection is locked: nothing was written")
             }
@@ -246,8 +239,7 @@ final class Transaction: StorageWriter {
         var created: [String] = []
         var superseded: [String] = []
         do {
-            for (rowID, item) in inserted.sorted(by: { $0.key < $1.key }) {
-                _ = rowID
+            for (_, item) in inserted.sorted(by: { $0.key < $1.key }) {
                 created.append(try create(item, generation: 1, compatibility: extra))
             }
             for (rowID, item) in replaced.sorted(by: { $0.key < $1.key }) {
@@ -291,11 +283,16 @@ enum RowIdentity {
 
     /// The row id of another program's item: FNV-1a of its object path, with bit 62 set.
     static func foreignRowID(path: String) -> Int64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in path.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return Int64(bitPattern: hash & UInt64(foreignBit - 1)) | foreignBit
+        Int64(bitPattern: fnv1a(path) & UInt64(foreignBit - 1)) | foreignBit
     }
+}
+
+/// FNV-1a, 64 bits: stable names for object paths and lock files (not a cryptographic digest).
+func fnv1a(_ text: String) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in text.utf8 {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x100_0000_01b3
+    }
+    return hash
 }

@@ -42,14 +42,7 @@ final class TransactionLock: @unchecked Sendable {
     deinit { close(descriptor) }
 
     /// FNV-1a, 64 bits, in hex: a name, not a secret.
-    static func digest(_ text: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return String(hash, radix: 16)
-    }
+    static func digest(_ text: String) -> String { String(fnv1a(text), radix: 16) }
 
     /// Runs `body` holding the lock (shared or exclusive).
     ///
