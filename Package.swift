@@ -44,7 +44,8 @@ let package = Package(
     // build without a desktop can drop it: `.package(url: ..., from: ..., traits: [])`.
     traits: [
         .trait(name: "SecretService", description: "The freedesktop Secret Service as a keychain storage on Linux (libsecret)."),
-        .default(enabledTraits: ["SecretService"]),
+        .trait(name: "SystemAuthentication", description: "LAContext on Linux backed by PAM (the login password) and fprintd (fingerprint readers): libpam0g-dev, libglib2.0-dev."),
+        .default(enabledTraits: ["SecretService", "SystemAuthentication"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
@@ -75,6 +76,14 @@ let package = Package(
         .target(name: "CSecretService", dependencies: ["CLibSecret"], path: "Sources/CSecretService"),
         // The Secret Service (GNOME Keyring, KWallet, KeePassXC) as a keychain storage.
         .target(name: "KeychainSecretService", dependencies: ["KeychainEngine", "CSecretService"], swiftSettings: settings),
+        // PAM, the system library (libpam0g-dev on Debian): the login password behind LAContext on Linux.
+        .systemLibrary(name: "CPAM", path: "Sources/CPAM", providers: [.apt(["libpam0g-dev"])]),
+        // GIO's D-Bus client (libglib2.0-dev), and Keystone's C boundary to fprintd on it: GLib stays behind plain C functions.
+        .systemLibrary(name: "CGio", path: "Sources/CGio", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        .target(name: "CFprintd", dependencies: ["CGio"], path: "Sources/CFprintd"),
+        // The person behind LocalAuthentication on Linux: PAM, fprintd, the terminal. Linux only, and only with the
+        // SystemAuthentication trait.
+        .target(name: "SystemAuthentication", dependencies: ["KeychainEngine", "CPAM", "CFprintd"], swiftSettings: settings),
         // The encrypted keychain file: Linux's default keychain storage.
         .target(name: "KeychainFile", dependencies: [
             "KeychainEngine", "CSQLite",
@@ -88,6 +97,7 @@ let package = Package(
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
+            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
             // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
             // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
@@ -170,6 +180,10 @@ let package = Package(
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
+        .testTarget(name: "SystemAuthenticationTests", dependencies: [
+            "KeychainEngine",
+            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
+        ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [
             "KeychainEngine", "KeychainFile",

@@ -20,7 +20,10 @@ public final class Locked<Value>: @unchecked Sendable {
     public var current: Value { withLock { $0 } }
 }
 
-/// What an authentication prompt ended with.
+/// What an authentication prompt ended with (or why none could be shown).
+///
+/// The raw values are LocalAuthentication's names; ``status`` is what a keychain operation that needed the
+/// authentication fails with.
 public enum AuthenticationOutcome: String, Sendable, Hashable, CaseIterable {
     /// The user authenticated: the operation goes on.
     case success
@@ -32,54 +35,180 @@ public enum AuthenticationOutcome: String, Sendable, Hashable, CaseIterable {
     case notAvailable
     /// Too many failed attempts: `errSecAuthFailed` (-25293).
     case lockout
+    /// Biometry is there, but no identity (finger, face) is enrolled: `errSecAuthFailed` (-25293).
+    case notEnrolled
+    /// No passcode (no login password usable) is set: `errSecAuthFailed` (-25293).
+    case passcodeNotSet
+    /// The user chose the fallback (“Enter Password”) where the caller handles it: `errSecUserCanceled` (-128).
+    case userFallback
+    /// The app cancelled the prompt (`LAContext.invalidate()`): `errSecUserCanceled` (-128).
+    case appCancel
+    /// The system cancelled the prompt (the device, daemon or terminal went away): `errSecUserCanceled` (-128).
+    case systemCancel
+    /// A prompt was needed but no one can be asked (no terminal, no prompter, `interactionNotAllowed`):
+    /// `errSecInteractionNotAllowed` (-25308).
+    case notInteractive
 
     /// The status the operation fails with, nil for success.
     ///
-    /// Apple's keychain reports a failed, unavailable or locked-out evaluation as errSecAuthFailed; only a
-    /// cancelled prompt has its own code.
+    /// Decision (Apple's keychain maps LocalAuthentication's errors the same way): every cancellation — by the user,
+    /// the fallback button, the app or the system — is `errSecUserCanceled`; a prompt that may not be shown is
+    /// `errSecInteractionNotAllowed`; every other failure (wrong credentials, nothing enrolled, lockout) is
+    /// `errSecAuthFailed`.
     public var status: Int32? {
         switch self {
         case .success: return nil
-        case .userCancel: return Status.userCanceled
-        case .failed, .notAvailable, .lockout: return Status.authFailed
+        case .userCancel, .userFallback, .appCancel, .systemCancel: return Status.userCanceled
+        case .notInteractive: return Status.interactionNotAllowed
+        case .failed, .notAvailable, .lockout, .notEnrolled, .passcodeNotSet: return Status.authFailed
         }
     }
 }
 
+/// The kind of biometry an ``Authenticator`` uses.
+public enum BiometryKind: String, Sendable, Hashable, CaseIterable {
+    /// No biometry.
+    case none
+    /// A fingerprint reader (Apple's Touch ID type).
+    case fingerprint
+    /// Face recognition (Apple's Face ID type).
+    case face
+    /// Iris recognition (Apple's Optic ID type).
+    case iris
+}
+
+/// Cancels an authentication in progress (`LAContext.invalidate()` while a prompt waits).
+///
+/// Cancelling is final: handlers registered later run at once. An authenticator that waits for a person registers
+/// a handler that wakes its wait (a terminal read, a fingerprint verification) and then reports
+/// ``AuthenticationOutcome/appCancel``.
+public final class AuthenticationCancellation: Sendable {
+    private struct State {
+        var cancelled = false
+        var next = 0
+        var handlers: [Int: @Sendable () -> Void] = [:]
+    }
+
+    private let state = Locked(State())
+
+    public init() {}
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool { state.current.cancelled }
+
+    /// Cancels: runs every registered handler once, on the calling thread.
+    public func cancel() {
+        let handlers: [@Sendable () -> Void] = state.withLock { s in
+            if s.cancelled { return [] }
+            s.cancelled = true
+            defer { s.handlers = [:] }
+            return Array(s.handlers.values)
+        }
+        for handler in handlers { handler() }
+    }
+
+    /// Registers `handler` to run on cancellation (at once, on this thread, when already cancelled).
+    ///
+    /// - Returns: a token for ``removeHandler(_:)``; nil when the handler already ran.
+    @discardableResult
+    public func onCancel(_ handler: @escaping @Sendable () -> Void) -> Int? {
+        let token: Int? = state.withLock { s in
+            if s.cancelled { return nil }
+            s.next += 1
+            s.handlers[s.next] = handler
+            return s.next
+        }
+        if token == nil { handler() }
+        return token
+    }
+
+    /// Forgets a handler registered with ``onCancel(_:)``.
+    public func removeHandler(_ token: Int?) {
+        guard let token else { return }
+        state.withLock { _ = $0.handlers.removeValue(forKey: token) }
+    }
+}
+
 /// What the engine asks an ``Authenticator`` to verify. Holds no secret.
-public struct AuthenticationRequest: Sendable, Hashable {
+public struct AuthenticationRequest: Sendable {
     /// The class of the item whose secret is wanted.
     public let itemClass: ItemClass
     /// The item's access-control flags.
     public let flags: AccessControlFlags
     /// `kSecUseOperationPrompt`, the text the prompt shows.
     public let operationPrompt: String?
-    /// The operation: `copy` or `update`.
+    /// The operation: `copy`, `update`, `evaluatePolicy` or `evaluateAccessControl`.
     public let operation: String
+    /// Cancelled when the caller's authentication context is invalidated while the prompt waits; the
+    /// authenticator then ends with ``AuthenticationOutcome/appCancel``.
+    public let cancellation: AuthenticationCancellation?
 
-    public init(itemClass: ItemClass, flags: AccessControlFlags, operationPrompt: String?, operation: String) {
+    public init(itemClass: ItemClass, flags: AccessControlFlags, operationPrompt: String?, operation: String,
+                cancellation: AuthenticationCancellation? = nil) {
         self.itemClass = itemClass
         self.flags = flags
         self.operationPrompt = operationPrompt
         self.operation = operation
+        self.cancellation = cancellation
     }
 }
 
 /// Performs the user authentication an access-controlled item needs (biometry, passcode).
 ///
-/// The engine calls it synchronously while it holds no storage lock. On Linux there is no biometric
-/// hardware: production code injects an authenticator that asks the user (a terminal prompt, a desktop
-/// dialog); tests inject scripted outcomes.
+/// The contract every conformer keeps:
+/// - ``authenticate(_:)`` is called synchronously, on a thread that may block (never on Swift's cooperative
+///   pool: the engine's callers run it on their own thread), while the engine holds no storage lock. It may wait
+///   for a person, but must end: when ``AuthenticationRequest/cancellation`` is cancelled it returns
+///   ``AuthenticationOutcome/appCancel`` promptly, and when no one can be asked it returns
+///   ``AuthenticationOutcome/notInteractive`` without waiting.
+/// - ``availability(for:)`` answers without asking anyone (LocalAuthentication's `canEvaluatePolicy`).
+/// - ``biometryDomainState`` changes exactly when the enrolled biometric identities change: `.biometryCurrentSet`
+///   items record it when added and become unreadable (`errSecAuthFailed`) once it differs.
+/// - Nothing it logs or returns contains what the person typed.
+///
+/// On Linux the system authenticator asks PAM (the login password) and fprintd (fingerprints); tests inject
+/// scripted outcomes.
 public protocol Authenticator: Sendable {
     /// Asks for an authentication and reports how it ended.
     func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome
+
+    /// Whether an authentication satisfying `flags` could be attempted now: nil if so, else the reason it cannot
+    /// (``AuthenticationOutcome/notAvailable``, ``AuthenticationOutcome/notEnrolled``,
+    /// ``AuthenticationOutcome/lockout``, ``AuthenticationOutcome/passcodeNotSet``,
+    /// ``AuthenticationOutcome/notInteractive``). The default: nil.
+    func availability(for flags: AccessControlFlags) -> AuthenticationOutcome?
+
+    /// The biometry this authenticator uses. The default: ``BiometryKind/none``.
+    var biometryKind: BiometryKind { get }
+
+    /// An opaque digest of the enrolled biometric identities, nil without biometry. The default: nil, and the
+    /// engine then keeps its own enrollment counter (``KeychainEngine/changeBiometryEnrollment()``).
+    var biometryDomainState: Data? { get }
+}
+
+extension Authenticator {
+    public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? { nil }
+    public var biometryKind: BiometryKind { .none }
+    public var biometryDomainState: Data? { nil }
 }
 
 /// An authenticator that always reports the same outcome.
 public struct FixedAuthenticator: Authenticator {
     public let outcome: AuthenticationOutcome
     public init(_ outcome: AuthenticationOutcome) { self.outcome = outcome }
-    public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome { outcome }
+    public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome {
+        if request.cancellation?.isCancelled == true { return .appCancel }
+        return outcome
+    }
+
+    /// Outcomes that say nothing can be attempted (not available, not enrolled, lockout, passcode not set, not
+    /// interactive) are reported here too; the others can be attempted.
+    public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
+        switch outcome {
+        case .notAvailable, .notEnrolled, .lockout, .passcodeNotSet, .notInteractive: return outcome
+        default: return nil
+        }
+    }
 }
 
 /// An authentication context (`kSecUseAuthenticationContext`): reuses a successful authentication.
@@ -97,6 +226,10 @@ public final class AuthenticationContext: Sendable, Hashable {
     }
 
     private let state: Locked<State>
+
+    /// Cancelled by ``invalidate()``: an authentication waiting for this context's person ends with
+    /// ``AuthenticationOutcome/appCancel``.
+    public let cancellation = AuthenticationCancellation()
 
     public init(reuseDuration: TimeInterval = 0, interactionNotAllowed: Bool = false) {
         state = Locked(State(reuseDuration: reuseDuration, interactionNotAllowed: interactionNotAllowed))
@@ -125,9 +258,11 @@ public final class AuthenticationContext: Sendable, Hashable {
         state.withLock { if !$0.invalidated { $0.lastSuccess = date } }
     }
 
-    /// Forgets any success; later uses fail with `errSecAuthFailed` (Apple: the context is invalid).
+    /// Forgets any success; later uses fail with `errSecAuthFailed` (Apple: the context is invalid); a prompt
+    /// waiting for this context ends with ``AuthenticationOutcome/appCancel``.
     public func invalidate() {
         state.withLock { $0.invalidated = true; $0.lastSuccess = nil }
+        cancellation.cancel()
     }
 
     /// Whether a success recorded earlier still covers an operation at `date`.

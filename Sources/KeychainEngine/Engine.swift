@@ -130,7 +130,30 @@ public final class KeychainEngine: Sendable {
 
     /// Simulates a change of the enrolled biometry: `biometryCurrentSet` items added before become unreadable
     /// (`errSecAuthFailed`), as on a device after a fingerprint or face is added.
+    ///
+    /// Only for authenticators without a ``Authenticator/biometryDomainState``: when the authenticator reports
+    /// one (the system's fingerprint reader, a scripted biometry), that state decides.
     public func changeBiometryEnrollment() { biometryEnrollment.withLock { $0 += 1 } }
+
+    /// The enrolled-biometry state a `biometryCurrentSet` item is bound to: the authenticator's domain state, or
+    /// the engine's own counter (8 bytes, big-endian) when the authenticator reports none.
+    func currentBiometryState() -> Data {
+        if let state = authenticator.biometryDomainState { return state }
+        return Self.counterState(biometryEnrollment.current)
+    }
+
+    static func counterState(_ counter: Int64) -> Data {
+        withUnsafeBytes(of: counter.bigEndian) { Data($0) }
+    }
+
+    /// The state a stored item was bound to; items written before domain states were kept the counter as a number.
+    static func boundBiometryState(_ value: AttributeValue?) -> Data? {
+        switch value {
+        case .data(let data)?: return data
+        case .number(let n)?: return counterState(n)
+        default: return nil
+        }
+    }
 
     /// The internal attribute recording the biometry enrollment a `biometryCurrentSet` item was added under.
     static let enrollmentAttribute = "_bioset"
@@ -278,7 +301,7 @@ public final class KeychainEngine: Sendable {
             attributes[key] = schema.attributes[key]!.type.emptyValue
         }
         if let ac = q.accessControl, ac.flags.contains(.biometryCurrentSet) {
-            attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
+            attributes[Self.enrollmentAttribute] = .data(currentBiometryState())
         }
         guard accessibility.isAvailable(in: storage.lockState) else {
             throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
@@ -423,8 +446,8 @@ public final class KeychainEngine: Sendable {
     func authorize(_ item: StoredItem, _ q: ParsedQuery, operation: String, config: EngineConfiguration) throws -> Bool {
         guard let ac = item.accessControl, ac.flags.requiresAuthentication, config.enforcesAccessControl else { return true }
         if ac.flags.contains(.biometryCurrentSet),
-           let enrolled = item.attributes[Self.enrollmentAttribute]?.numberValue,
-           enrolled != biometryEnrollment.current {
+           let enrolled = Self.boundBiometryState(item.attributes[Self.enrollmentAttribute]),
+           enrolled != currentBiometryState() {
             throw EngineError(Status.authFailed, "the biometry enrollment changed since the item was added")
         }
         switch q.authUI {
@@ -440,7 +463,8 @@ public final class KeychainEngine: Sendable {
                 throw EngineError.interactionNotAllowed("the item needs an authentication and the context does not allow interaction")
             }
         }
-        let request = AuthenticationRequest(itemClass: item.itemClass, flags: ac.flags, operationPrompt: q.prompt, operation: operation)
+        let request = AuthenticationRequest(itemClass: item.itemClass, flags: ac.flags, operationPrompt: q.prompt,
+                                            operation: operation, cancellation: q.context?.cancellation)
         let outcome = authenticator.authenticate(request)
         if let status = outcome.status {
             throw EngineError(status, "authentication ended with '\(outcome.rawValue)'")
@@ -607,7 +631,7 @@ public final class KeychainEngine: Sendable {
             item.accessControl = ac
             item.attributes[Key.accessible] = .string(ac.accessibility.rawValue)
             if ac.flags.contains(.biometryCurrentSet) {
-                item.attributes[Self.enrollmentAttribute] = .number(biometryEnrollment.current)
+                item.attributes[Self.enrollmentAttribute] = .data(currentBiometryState())
             }
         }
         if let a = c.accessibility {

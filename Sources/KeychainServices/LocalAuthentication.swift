@@ -351,6 +351,12 @@ public final class LAContext: NSObject, @unchecked Sendable {
             if flags == .watch { return LAError(.companionNotAvailable) }
             return LAError(.passcodeNotSet)
         case .lockout: return LAError(.biometryLockout)
+        case .notEnrolled: return LAError(.biometryNotEnrolled)
+        case .passcodeNotSet: return LAError(.passcodeNotSet)
+        case .userFallback: return LAError(.userFallback)
+        case .appCancel: return LAError(.appCancel)
+        case .systemCancel: return LAError(.systemCancel)
+        case .notInteractive: return LAError(.notInteractive)
         }
     }
 

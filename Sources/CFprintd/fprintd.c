@@ -1,0 +1,2 @@
+#include "cfprintd.h"
+#include <gio/gio.h>
