@@ -83,7 +83,9 @@ let package = Package(
         .target(name: "CFprintd", dependencies: ["CGio"], path: "Sources/CFprintd"),
         // The person behind LocalAuthentication on Linux: PAM, fprintd, the terminal. Linux only, and only with the
         // SystemAuthentication trait.
-        .target(name: "SystemAuthentication", dependencies: ["KeychainEngine", "CPAM", "CFprintd"], swiftSettings: settings),
+        .target(name: "SystemAuthentication", dependencies: [
+            "KeychainEngine", "CPAM", "CFprintd", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         // The encrypted keychain file: Linux's default keychain storage.
         .target(name: "KeychainFile", dependencies: [
             "KeychainEngine", "CSQLite",
