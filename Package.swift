@@ -136,6 +136,7 @@ let package = Package(
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
+            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // The certificate and key verbs (import, export, find-certificate, find-identity, delete-certificate,

@@ -175,7 +175,8 @@ public protocol Authenticator: Sendable {
     /// Whether an authentication satisfying `flags` could be attempted now: nil if so, else the reason it cannot
     /// (``AuthenticationOutcome/notAvailable``, ``AuthenticationOutcome/notEnrolled``,
     /// ``AuthenticationOutcome/lockout``, ``AuthenticationOutcome/passcodeNotSet``,
-    /// ``AuthenticationOutcome/notInteractive``). The default: nil.
+    /// ``AuthenticationOutcome/notInteractive``). The default: ``AuthenticationOutcome/notAvailable`` for
+    /// biometry-only flags when ``biometryKind`` is ``BiometryKind/none``, else nil.
     func availability(for flags: AccessControlFlags) -> AuthenticationOutcome?
 
     /// The biometry this authenticator uses. The default: ``BiometryKind/none``.
@@ -187,7 +188,11 @@ public protocol Authenticator: Sendable {
 }
 
 extension Authenticator {
-    public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? { nil }
+    public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
+        let needed = flags.intersection(.authenticationFlags)
+        if !needed.isEmpty, needed.isSubset(of: [.biometryAny, .biometryCurrentSet]), biometryKind == .none { return .notAvailable }
+        return nil
+    }
     public var biometryKind: BiometryKind { .none }
     public var biometryDomainState: Data? { nil }
 }
@@ -206,7 +211,10 @@ public struct FixedAuthenticator: Authenticator {
     public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
         switch outcome {
         case .notAvailable, .notEnrolled, .lockout, .passcodeNotSet, .notInteractive: return outcome
-        default: return nil
+        default:
+            let needed = flags.intersection(.authenticationFlags)
+            if !needed.isEmpty, needed.isSubset(of: [.biometryAny, .biometryCurrentSet]) { return .notAvailable }
+            return nil
         }
     }
 }

@@ -5,6 +5,9 @@ import KeychainFile
 #if canImport(KeychainSecretService)
 import KeychainSecretService
 #endif
+#if canImport(SystemAuthentication)
+import SystemAuthentication
+#endif
 
 /// The keychain the global `SecItem*` functions act on in this process.
 ///
@@ -51,10 +54,56 @@ public enum KeychainServicesDefaults {
     /// Replaces the engine; nil makes the next SecItem call make a new one with ``makeDefaultEngine``.
     public static func setEngine(_ engine: KeychainEngine?) { state.withLock { $0.engine = engine } }
 
+    /// Who authenticates the person for engines this type makes and for `LAContext`: by default, on Linux with the
+    /// `SystemAuthentication` trait, a ``SystemAuthenticator`` (the login password through PAM service `keystone`,
+    /// fingerprints through fprintd, on the controlling terminal); without the trait, nobody (`notAvailable`).
+    ///
+    /// Setting it changes the authenticator of engines made afterwards, not of the current engine: see
+    /// ``useAuthenticator(_:)``.
+    public static var authenticator: any Authenticator {
+        get { authentication.current }
+        set { authentication.withLock { $0 = newValue } }
+    }
+
+    private static let authentication = Locked<any Authenticator>(standardAuthenticator())
+
+    private static func standardAuthenticator() -> any Authenticator {
+        #if canImport(SystemAuthentication)
+        return SystemAuthenticator()
+        #else
+        return FixedAuthenticator(.notAvailable)
+        #endif
+    }
+
+    /// Uses `authenticator` from now on: for the current engine (if one was made) and for engines made later.
+    public static func useAuthenticator(_ authenticator: any Authenticator) {
+        self.authenticator = authenticator
+        state.current.engine?.authenticator = authenticator
+    }
+
+    #if canImport(SystemAuthentication)
+    /// Uses the system (PAM, fprintd) with `configuration` to authenticate the person from now on: another PAM
+    /// service or user, another prompter (a GUI's), no fingerprint reader.
+    public static func useSystemAuthentication(_ configuration: SystemAuthenticationConfiguration) {
+        useAuthenticator(SystemAuthenticator(configuration: configuration))
+    }
+    #endif
+
+    /// The authenticator `LAContext` asks: the current engine's when one was made or set (so a test's engine with a
+    /// scripted authenticator drives `LAContext` too), else ``authenticator``. Never opens a keychain.
+    public static func currentAuthenticator() -> any Authenticator {
+        state.current.engine?.authenticator ?? authenticator
+    }
+
+    /// The clock `LAContext` records successes with: the current engine's, else the system's.
+    public static func currentClock() -> @Sendable () -> Date {
+        state.current.engine?.configuration.now ?? { Date() }
+    }
+
     /// Uses a fresh keychain in memory from now on (tests, short-lived tools), and returns its engine.
     @discardableResult
     public static func useMemoryKeychain(configuration: EngineConfiguration = EngineConfiguration()) -> KeychainEngine {
-        let engine = KeychainEngine(storage: MemoryStorage(), configuration: configuration)
+        let engine = KeychainEngine(storage: MemoryStorage(), configuration: configuration, authenticator: authenticator)
         setEngine(engine)
         return engine
     }
@@ -72,11 +121,11 @@ public enum KeychainServicesDefaults {
         let backend = environment["KEYSTONE_BACKEND"] ?? ""
         switch backend {
         case "", "file": return try fileEngine()
-        case "memory": return KeychainEngine(storage: MemoryStorage())
+        case "memory": return KeychainEngine(storage: MemoryStorage(), authenticator: authenticator)
         default:
             #if canImport(KeychainSecretService)
             if let options = SecretServiceStorage.Options(argument: backend, environment: environment) {
-                return KeychainEngine(storage: try SecretServiceStorage(options: options))
+                return KeychainEngine(storage: try SecretServiceStorage(options: options), authenticator: authenticator)
             }
             throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage: use file, secret-service, secret-service:COLLECTION or memory")
             #else
@@ -96,7 +145,8 @@ public enum KeychainServicesDefaults {
     @discardableResult
     public static func useSecretService(_ options: SecretServiceStorage.Options = SecretServiceStorage.Options(environment: ProcessInfo.processInfo.environment),
                                         configuration: EngineConfiguration = EngineConfiguration()) throws -> KeychainEngine {
-        let engine = KeychainEngine(storage: try SecretServiceStorage(options: options), configuration: configuration)
+        let engine = KeychainEngine(storage: try SecretServiceStorage(options: options), configuration: configuration,
+                                    authenticator: authenticator)
         setEngine(engine)
         return engine
     }
@@ -107,13 +157,17 @@ public enum KeychainServicesDefaults {
     ///
     /// - Throws: `EngineError` when the file cannot be opened or created.
     public static func fileEngine(at path: String? = nil) throws -> KeychainEngine {
-        guard let path else { return KeychainEngine(storage: try KeychainFile.openDefault().keychain) }
-        if FileManager.default.fileExists(atPath: path) { return KeychainEngine(storage: try KeychainFile.open(at: path)) }
+        guard let path else { return KeychainEngine(storage: try KeychainFile.openDefault().keychain, authenticator: authenticator) }
+        if FileManager.default.fileExists(atPath: path) {
+            return KeychainEngine(storage: try KeychainFile.open(at: path), authenticator: authenticator)
+        }
         do {
-            return KeychainEngine(storage: try KeychainFile.create(at: path, password: ""))
+            return KeychainEngine(storage: try KeychainFile.create(at: path, password: ""), authenticator: authenticator)
         } catch let error as EngineError where error.status == Status.duplicateKeychain {
-            return KeychainEngine(storage: try KeychainFile.open(at: path))  // another process created it first
+            // another process created it first
+            return KeychainEngine(storage: try KeychainFile.open(at: path), authenticator: authenticator)
         }
     }
+
 }
 #endif

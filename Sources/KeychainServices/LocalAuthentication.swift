@@ -15,6 +15,16 @@ public enum LAPolicy: Int, Sendable {
 
 /// The kind of biometry a device has (Apple's raw values).
 public enum LABiometryType: Int, Sendable {
+    /// The LocalAuthentication type of an authenticator's biometry: a fingerprint reader is Touch ID.
+    init(_ kind: BiometryKind) {
+        switch kind {
+        case .none: self = .none
+        case .fingerprint: self = .touchID
+        case .face: self = .faceID
+        case .iris: self = .opticID
+        }
+    }
+
     /// No biometry: what ``LAContext/biometryType`` reports on this platform.
     case none = 0
     /// Touch ID.
@@ -163,6 +173,33 @@ public struct LAError: Error, CustomNSError, Sendable, Hashable, CustomStringCon
 
     /// `LAError(<code>)`.
     public var description: String { "LAError(\(code))" }
+
+    /// `NSLocalizedDescriptionKey`: what happened, in words a user can act on.
+    public var errorUserInfo: [String: Any] { [NSLocalizedDescriptionKey: message] }
+
+    /// What happened, in words a user can act on.
+    public var message: String {
+        switch code {
+        case .authenticationFailed: return "Authentication failed: the credentials were not recognized."
+        case .userCancel: return "Authentication was canceled by the user."
+        case .userFallback: return "The user chose to enter a password instead."
+        case .systemCancel: return "Authentication was canceled by the system (the reader, daemon or terminal went away or is in use)."
+        case .passcodeNotSet: return "No passcode is set: this user has no login password that can be checked."
+        case .biometryNotAvailable: return "Biometry is not available: no fingerprint reader was found (is fprintd installed and running?)."
+        case .biometryNotEnrolled: return "No fingerprint is enrolled: enroll one with fprintd-enroll or the desktop settings."
+        case .biometryLockout: return "Biometry is locked after too many failed attempts: enter your password to unlock it."
+        case .appCancel: return "Authentication was canceled by the application."
+        case .invalidContext: return "The authentication context was invalidated."
+        case .companionNotAvailable: return "No companion device is available to authenticate."
+        case .biometryNotPaired: return "No biometric accessory is paired."
+        case .biometryDisconnected: return "The biometric accessory is not connected."
+        case .invalidDimensions: return "The dimensions of the embedded authentication UI are invalid."
+        case .notInteractive: return "Authentication needs interaction, which is not allowed here (no terminal or prompter, or interactionNotAllowed)."
+        }
+    }
+
+    /// This error as an `NSError` in `LAErrorDomain`, for `NSErrorPointer` out-parameters.
+    var asNSError: NSError { NSError(domain: Self.errorDomain, code: code.rawValue, userInfo: errorUserInfo) }
 }
 
 /// Lets `catch LAError.userCancel` match an ``LAError``.
@@ -178,6 +215,8 @@ public final class LAContext: NSObject, @unchecked Sendable {
 
     /// The engine's context this LAContext stands for.
     public let context = AuthenticationContext()
+    /// What ``canEvaluatePolicy(_:error:)`` and evaluations observed (Apple sets these properties then).
+    private let observed = Locked<(biometryType: LABiometryType, domainState: Data?, biometryPolicy: LAPolicy)>((.none, nil, .deviceOwnerAuthenticationWithBiometrics))
     private let texts = Locked<(reason: String, cancel: String?, fallback: String?)>(("", nil, nil))
 
     /// A new context, with no reuse window and no recorded authentication.
@@ -215,23 +254,52 @@ public final class LAContext: NSObject, @unchecked Sendable {
         set { texts.withLock { $0.fallback = newValue } }
     }
 
-    /// The biometry the default keychain's device has: none on this platform.
-    public var biometryType: LABiometryType { .none }
+    /// The biometry of the device, as the default authenticator sees it (on Linux: a fingerprint reader that fprintd
+    /// serves is ``LABiometryType/touchID``, Apple's fingerprint type).
+    ///
+    /// As on Apple platforms, it is set by ``canEvaluatePolicy(_:error:)``, whatever that call returns, and is
+    /// ``LABiometryType/none`` before.
+    public var biometryType: LABiometryType { observed.current.biometryType }
 
-    /// The state of the enrolled biometry, to notice enrollment changes: always nil on this platform, as on
-    /// Apple devices without biometry.
-    public var evaluatedPolicyDomainState: Data? { nil }
+    /// The state of the enrolled biometry: an opaque value that changes when a finger is enrolled or removed, so an
+    /// app can notice enrollment changes (the rule `.biometryCurrentSet` items follow).
+    ///
+    /// As on Apple platforms, nil until ``canEvaluatePolicy(_:error:)`` succeeds for
+    /// ``LAPolicy/deviceOwnerAuthenticationWithBiometrics`` or an evaluation succeeds; nil without biometry.
+    public var evaluatedPolicyDomainState: Data? { observed.current.domainState }
 
-    /// Whether `policy` can be evaluated: false on this platform for biometry; the device-owner policy is
-    /// evaluated by the keychain engine's authenticator.
+    /// Not an Apple API: seed code sets it (`context.biometryPolicy = .deviceOwnerAuthenticationWithBiometrics`) as if
+    /// it were. Kept so such code builds on Linux; it has no effect (the policy is the one passed to each call).
+    @available(*, deprecated, message: "LAContext has no biometryPolicy on Apple platforms: pass the policy to canEvaluatePolicy/evaluatePolicy")
+    public var biometryPolicy: LAPolicy {
+        get { observed.current.biometryPolicy }
+        set { observed.withLock { $0.biometryPolicy = newValue } }
+    }
+
+    /// Whether `policy` can be evaluated now, without asking anyone.
+    ///
+    /// Asks the default authenticator (on Linux: PAM and fprintd, through ``KeychainServicesDefaults/authenticator``
+    /// or the current engine's): false with `error` set to an ``LAError`` —
+    /// `.biometryNotAvailable` (no reader), `.biometryNotEnrolled` (no enrolled finger), `.biometryLockout` (too many
+    /// misses), `.passcodeNotSet` (no usable login password), `.notInteractive` (no terminal and no prompter),
+    /// `.invalidContext` after ``invalidate()``. Sets ``biometryType``, and ``evaluatedPolicyDomainState`` when a
+    /// biometric policy can be evaluated.
     public func canEvaluatePolicy(_ policy: LAPolicy, error: NSErrorPointer) -> Bool {
+        let authenticator = KeychainServicesDefaults.currentAuthenticator()
+        let kind = authenticator.biometryKind
+        observed.withLock { $0.biometryType = LABiometryType(kind) }
         if context.isInvalidated {
-            error?.pointee = NSError(domain: LAError.errorDomain, code: LAError.Code.invalidContext.rawValue)
+            error?.pointee = LAError(.invalidContext).asNSError
+            return false
+        }
+        let flags = Self.flags(for: policy)
+        if let blocker = authenticator.availability(for: flags) {
+            error?.pointee = Self.error(for: blocker, flags: flags).asNSError
             return false
         }
         if policy == .deviceOwnerAuthenticationWithBiometrics {
-            error?.pointee = NSError(domain: LAError.errorDomain, code: LAError.Code.biometryNotAvailable.rawValue)
-            return false
+            let state = authenticator.biometryDomainState
+            observed.withLock { $0.domainState = state }
         }
         return true
     }
@@ -322,8 +390,12 @@ public final class LAContext: NSObject, @unchecked Sendable {
     private func evaluate(_ policy: LAPolicy, reason: String) -> LAError? {
         if context.isInvalidated { return LAError(.invalidContext) }
         if context.interactionNotAllowed { return LAError(.notInteractive) }
-        let flags: AccessControlFlags = policy == .deviceOwnerAuthenticationWithBiometrics ? .biometryAny : .userPresence
-        return authenticate(flags, itemClass: .genericPassword, reason: reason, operation: "evaluatePolicy")
+        return authenticate(Self.flags(for: policy), itemClass: .genericPassword, reason: reason, operation: "evaluatePolicy")
+    }
+
+    /// The access-control flags a policy asks for: biometry alone, or biometry with the passcode as fallback.
+    private static func flags(for policy: LAPolicy) -> AccessControlFlags {
+        policy == .deviceOwnerAuthenticationWithBiometrics ? .biometryAny : .userPresence
     }
 
     private func evaluate(_ flags: AccessControlFlags, operation: LAAccessControlOperation, reason: String) -> LAError? {
@@ -335,17 +407,29 @@ public final class LAContext: NSObject, @unchecked Sendable {
         return authenticate(needed, itemClass: itemClass, reason: reason, operation: "evaluateAccessControl")
     }
 
-    /// Asks the default engine's authenticator for `flags`; records a success on this context.
+    /// Asks the default authenticator for `flags`; records a success on this context. `invalidate()` while it waits
+    /// ends it with `.appCancel`.
     private func authenticate(_ flags: AccessControlFlags, itemClass: ItemClass, reason: String, operation: String) -> LAError? {
-        guard let engine = try? KeychainServicesDefaults.currentEngine() else { return LAError(.systemCancel) }
-        let outcome = engine.authenticator.authenticate(
-            AuthenticationRequest(itemClass: itemClass, flags: flags, operationPrompt: reason, operation: operation))
+        let authenticator = KeychainServicesDefaults.currentAuthenticator()
+        let outcome = authenticator.authenticate(
+            AuthenticationRequest(itemClass: itemClass, flags: flags, operationPrompt: reason, operation: operation,
+                                  cancellation: context.cancellation))
+        guard outcome == .success else { return Self.error(for: outcome, flags: flags) }
+        context.recordSuccess(at: KeychainServicesDefaults.currentClock()())
+        if flags.involvesBiometry {
+            let state = authenticator.biometryDomainState
+            observed.withLock { $0.domainState = state }
+        }
+        return nil
+    }
+
+    /// LocalAuthentication's error for an outcome. Decision: a lockout is `.biometryLockout` whatever locked out
+    /// (LocalAuthentication has no passcode lockout code); “not available” is `.biometryNotAvailable` for
+    /// biometry-only flags, `.companionNotAvailable` for `.companion` alone, `.passcodeNotSet` otherwise.
+    private static func error(for outcome: AuthenticationOutcome, flags: AccessControlFlags) -> LAError {
         switch outcome {
-        case .success:
-            context.recordSuccess(at: engine.configuration.now())
-            return nil
+        case .success, .failed: return LAError(.authenticationFailed)
         case .userCancel: return LAError(.userCancel)
-        case .failed: return LAError(.authenticationFailed)
         case .notAvailable:
             if flags.isSubset(of: [.biometryAny, .biometryCurrentSet]) { return LAError(.biometryNotAvailable) }
             if flags == .watch { return LAError(.companionNotAvailable) }

@@ -45,12 +45,14 @@ struct Doctor: ParsableCommand {
         let file = FileReport.examine(secretServiceInUse ? ToolConfig.defaultFile : spec, inUse: !secretServiceInUse)
         let secretService = SecretServiceReport.examine(secretServiceInUse ? spec : Self.secretServiceSpec, inUse: secretServiceInUse)
         let ok = secretServiceInUse ? secretService.usable : file.usable
+        let authentication = AuthenticationReport.examine()
 
         if json {
             printJSON([
                 "storage": ["kind": secretServiceInUse ? "secret-service" : "file", "name": spec, "reason": reason.rawValue],
                 "file": file.json,
                 "secretService": secretService.json,
+                "authentication": authentication.json.merging(["findings": authentication.findings.map(\.json)]) { $1 },
                 "ok": ok,
             ] as [String: Any])
         } else {
@@ -58,6 +60,7 @@ struct Doctor: ParsableCommand {
                 + ", \(reason.sentence)\n"
             text += "keychain file: \(file.path)\(file.inUse ? "" : " (not in use)")\n" + Self.lines(file.findings)
             text += "Secret Service: \(secretService.argument)\(secretService.inUse ? "" : " (not in use)")\n" + Self.lines(secretService.findings)
+            text += "authentication (LAContext, access-controlled items):\n" + Self.lines(authentication.findings)
             text += ok ? "result: ok — the storage in use can be used\n"
                 : "result: PROBLEM — the \(secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
             writeOut(text)

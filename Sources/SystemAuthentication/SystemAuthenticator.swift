@@ -1,0 +1,204 @@
+import Foundation
+import KeychainEngine
+
+/// How the system authenticator reaches the person: which PAM service and user, which fingerprint reader, which
+/// prompter, and the biometry limits.
+public struct SystemAuthenticationConfiguration: Sendable {
+    /// The PAM service, user and attempts for the login password (`.devicePasscode`, and `.userPresence`'s fallback).
+    public var pam: PAMConfiguration
+    /// The fingerprint reader (fprintd); nil: no biometry (biometry-only items then fail with `notAvailable`).
+    public var fingerprint: FingerprintConfiguration?
+    /// Who is asked: the controlling terminal by default (``TerminalPrompter``); a GUI passes its own.
+    public var prompter: any AuthenticationPrompter
+    /// Fingerprint scans that do not match before one authentication gives up (and `.userPresence` falls back to
+    /// the password). Default 3; at least 1.
+    public var fingerprintAttempts: Int
+    /// Consecutive non-matching scans, across authentications, after which biometry is locked out until the
+    /// password is entered successfully (Apple's Touch ID: 5). Default 5; at least 1.
+    public var lockoutThreshold: Int
+
+    /// The defaults: PAM service `keystone` for the effective user, fprintd on the system bus, the terminal.
+    public init(pam: PAMConfiguration = PAMConfiguration(), fingerprint: FingerprintConfiguration? = FingerprintConfiguration(),
+                prompter: any AuthenticationPrompter = TerminalPrompter(), fingerprintAttempts: Int = 3, lockoutThreshold: Int = 5) {
+        self.pam = pam
+        self.fingerprint = fingerprint
+        self.prompter = prompter
+        self.fingerprintAttempts = max(1, fingerprintAttempts)
+        self.lockoutThreshold = max(1, lockoutThreshold)
+    }
+}
+
+/// The person behind LocalAuthentication on Linux: the login password through PAM, fingerprints through fprintd.
+///
+/// An engine ``Authenticator``: the keychain engine asks it for access-controlled items, and `LAContext` on Linux
+/// evaluates its policies with it. What each access-control flag asks:
+///
+/// | Flags | Asks |
+/// |---|---|
+/// | `.biometryAny`, `.biometryCurrentSet` | a fingerprint; no reader → `notAvailable`, no enrolled finger → `notEnrolled`, locked out → `lockout` |
+/// | `.devicePasscode` | the login password (PAM) |
+/// | `.userPresence` | a fingerprint when one can be verified, else — or after ``SystemAuthenticationConfiguration/fingerprintAttempts`` misses — the password |
+/// | several, with `.or` | the first of them that can be attempted, biometry first |
+/// | several, with `.and` or no conjunction | each of them in turn |
+/// | `.watch` (companion), `.applicationPassword` | `notAvailable`: Linux has no companion device, and application passwords are not supported |
+///
+/// Decisions:
+/// - Every authentication needs an interactive prompter (a terminal, or the app's own): without one it ends at once
+///   with `notInteractive` (`errSecInteractionNotAllowed`), also for a fingerprint, since nobody would be told to
+///   touch the reader.
+/// - Lockout: after ``SystemAuthenticationConfiguration/lockoutThreshold`` consecutive misses, biometry is locked
+///   out (`lockout`, `LAError.biometryLockout`) until the password is entered successfully, as on Apple devices. The
+///   count lives in this authenticator (this process): it is a usability rule, not a security boundary — fprintd and
+///   PAM enforce their own limits.
+/// - There is no fallback button on a terminal: `userFallback` is never reported.
+/// - The enrolled-biometry domain state is a digest of the reader's name and the enrolled fingers
+///   (``FingerprintReader/domainState()``): enrolling or deleting a finger changes it, so `.biometryCurrentSet` items
+///   become unreadable while `.biometryAny` items still read.
+///
+/// - Important: The password goes from the prompter to PAM and nowhere else: it is never logged, stored or kept
+///   after the conversation.
+public final class SystemAuthenticator: Authenticator {
+    /// The configuration in force.
+    public let configuration: SystemAuthenticationConfiguration
+    private let reader: FingerprintReader?
+    private let consecutiveMisses = Locked(0)
+
+    public init(configuration: SystemAuthenticationConfiguration = SystemAuthenticationConfiguration()) {
+        self.configuration = configuration
+        self.reader = configuration.fingerprint.map { FingerprintReader(configuration: $0) }
+    }
+
+    /// Whether biometry is locked out after too many misses.
+    public var isBiometryLockedOut: Bool { consecutiveMisses.current >= configuration.lockoutThreshold }
+
+    // MARK: - Authenticator
+
+    public var biometryKind: BiometryKind {
+        switch reader?.availability() {
+        case .ready?, .notEnrolled?: return .fingerprint
+        default: return .none
+        }
+    }
+
+    public var biometryDomainState: Data? { reader?.domainState() }
+
+    public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
+        let plan = Plan(flags)
+        if plan.unsupported { return .notAvailable }
+        if !configuration.prompter.isInteractive { return .notInteractive }
+        switch plan.mode {
+        case .biometry: return biometryBlocker()
+        case .passcode: return nil
+        case .biometryOrPasscode: return nil
+        case .all: return plan.biometry ? biometryBlocker() : nil
+        }
+    }
+
+    public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome {
+        let cancellation = request.cancellation ?? AuthenticationCancellation()
+        if cancellation.isCancelled { return .appCancel }
+        let plan = Plan(request.flags)
+        if plan.unsupported { return .notAvailable }
+        if !configuration.prompter.isInteractive { return .notInteractive }
+        let reason = request.operationPrompt
+        switch plan.mode {
+        case .biometry:
+            if let blocker = biometryBlocker() { return blocker }
+            return verifyFingerprint(reason: reason, cancellation: cancellation)
+        case .passcode:
+            return verifyPassword(reason: reason, cancellation: cancellation)
+        case .biometryOrPasscode:
+            if biometryBlocker() == nil {
+                let outcome = verifyFingerprint(reason: reason, cancellation: cancellation)
+                // A miss (or a reader that went away) falls back to the password, as Apple's “Enter Passcode” does;
+                // a cancellation does not.
+                switch outcome {
+                case .success, .userCancel, .appCancel: return outcome
+                default: break
+                }
+                if cancellation.isCancelled { return .appCancel }
+            }
+            return verifyPassword(reason: reason, cancellation: cancellation)
+        case .all:
+            if plan.biometry {
+                if let blocker = biometryBlocker() { return blocker }
+                let outcome = verifyFingerprint(reason: reason, cancellation: cancellation)
+                if outcome != .success { return outcome }
+            }
+            return plan.passcode ? verifyPassword(reason: reason, cancellation: cancellation) : .success
+        }
+    }
+
+    // MARK: - The two methods
+
+    /// Why biometry cannot be attempted now, nil when it can.
+    private func biometryBlocker() -> AuthenticationOutcome? {
+        guard let reader else { return .notAvailable }
+        switch reader.availability() {
+        case .ready: return isBiometryLockedOut ? .lockout : nil
+        case .notEnrolled: return .notEnrolled
+        case .noDevice, .noDaemon: return .notAvailable
+        }
+    }
+
+    private func verifyFingerprint(reason: String?, cancellation: AuthenticationCancellation) -> AuthenticationOutcome {
+        guard let reader else { return .notAvailable }
+        for attempt in 1...configuration.fingerprintAttempts {
+            if cancellation.isCancelled { return .appCancel }
+            switch reader.verify(reason: attempt == 1 ? reason : nil, prompter: configuration.prompter, cancellation: cancellation) {
+            case .match:
+                consecutiveMisses.withLock { $0 = 0 }
+                return .success
+            case .noMatch:
+                let misses = consecutiveMisses.withLock { count -> Int in count += 1; return count }
+                if misses >= configuration.lockoutThreshold {
+                    _ = configuration.prompter.prompt(AuthenticationMessage(.error, "Too many failed fingerprint attempts: biometry is locked until you enter your password."), cancellation: cancellation)
+                    return .lockout
+                }
+                if attempt < configuration.fingerprintAttempts {
+                    _ = configuration.prompter.prompt(AuthenticationMessage(.error, "Fingerprint not recognized, try again."), cancellation: cancellation)
+                }
+            case .cancelled: return .appCancel
+            case .notEnrolled: return .notEnrolled
+            case .noDevice, .unavailable: return .notAvailable
+            case .claimedByAnotherProcess, .disconnected, .timedOut: return .systemCancel
+            }
+        }
+        return .failed
+    }
+
+    private func verifyPassword(reason: String?, cancellation: AuthenticationCancellation) -> AuthenticationOutcome {
+        let result = PAMAuthentication.authenticate(configuration.pam, reason: reason, prompter: configuration.prompter, cancellation: cancellation)
+        if result.outcome == .success { consecutiveMisses.withLock { $0 = 0 } }  // the password unlocks biometry
+        return result.outcome
+    }
+
+    /// What a set of access-control flags asks for.
+    private struct Plan {
+        enum Mode { case biometry, passcode, biometryOrPasscode, all }
+        var biometry = false
+        var passcode = false
+        var unsupported = false
+        var mode: Mode = .all
+
+        init(_ flags: AccessControlFlags) {
+            let needed = flags.intersection(.authenticationFlags)
+            biometry = !needed.intersection([.biometryAny, .biometryCurrentSet]).isEmpty
+            passcode = needed.contains(.devicePasscode)
+            let presence = needed.contains(.userPresence)
+            let others = needed.subtracting([.biometryAny, .biometryCurrentSet, .devicePasscode, .userPresence])
+            if flags.contains(.or) {
+                // Any one of them: the unsupported ones are simply not offered.
+                let anyBiometry = biometry || presence
+                let anyPasscode = passcode || presence
+                if !anyBiometry && !anyPasscode { unsupported = true; return }
+                mode = anyBiometry && anyPasscode ? .biometryOrPasscode : (anyBiometry ? .biometry : .passcode)
+                return
+            }
+            if !others.isEmpty { unsupported = true; return }
+            if presence && !biometry && !passcode { mode = .biometryOrPasscode; return }
+            // Presence together with a required method is proven by that method.
+            if biometry && !passcode { mode = .biometry } else if passcode && !biometry { mode = .passcode } else { mode = .all }
+        }
+    }
+}
