@@ -86,6 +86,8 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
         var held: [UUID: CheckedContinuation<LAError.Code?, Never>] = [:]
         var heldWaiters: [CheckedContinuation<Void, Never>] = []
         var invalidateCount = 0
+        /// Set under the same lock that holds evaluations, so none starts waiting after ``invalidate()`` took them.
+        var invalidated = false
     }
 
     /// The authenticator that plays the device's biometry and answers prompts (shared with the keychain when made
@@ -313,6 +315,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
     public func invalidate() {
         let held = state.withLock { s in
             s.invalidateCount += 1
+            s.invalidated = true
             defer { s.held = [:] }
             return Array(s.held.values)
         }
@@ -360,7 +363,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
         return await withCheckedContinuation { (continuation: CheckedContinuation<LAError.Code?, Never>) in
             let (answer, waiters): (LAError.Code??, [CheckedContinuation<Void, Never>]) = state.withLock { s in
                 if !s.holding { return (.some(nil), []) }
-                if authenticationContext.isInvalidated { return (.some(.appCancel), []) }
+                if s.invalidated { return (.some(.appCancel), []) }
                 s.held[id] = continuation
                 defer { s.heldWaiters = [] }
                 return (nil, s.heldWaiters)
