@@ -130,7 +130,8 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         // Test doubles that follow the keychain's rules.
-        .target(name: "KeystoneTesting", dependencies: ["Keystone", "KeychainEngine"], swiftSettings: settings),
+        // KeychainServices: LocalAuthentication's names (LAContext, LAError) for ScriptedBiometricContext.
+        .target(name: "KeystoneTesting", dependencies: ["Keystone", "KeychainEngine", "KeychainServices"], swiftSettings: settings),
 
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
@@ -202,11 +203,11 @@ let package = Package(
         .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: [
-            "Keystone", "KeystoneTesting", "KeychainEngine",
+            "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices",
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine"], swiftSettings: settings),
+        .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine", "KeychainServices"], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
             "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),

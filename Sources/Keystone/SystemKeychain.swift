@@ -10,7 +10,8 @@ import LocalAuthentication
 #endif
 #endif
 
-// The only file of Keystone that calls Keychain Services (SecItem*, SecAccessControl, LAContext).
+// The only file of Keystone that calls Keychain Services (SecItem*, SecAccessControl, LAContext); app-side
+// biometric prompts (LAContext.evaluatePolicy) are BiometricAuthenticator.swift's.
 // On Apple platforms these are Security's and LocalAuthentication's; elsewhere KeychainServices
 // provides the same names over Keystone's keychain file.
 

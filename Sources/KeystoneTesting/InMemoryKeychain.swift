@@ -40,6 +40,9 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
 
     /// Creates an empty, unlocked keychain.
     ///
+    /// The device plays an iPhone with Face ID, enrolled, with a passcode: change that through ``authenticator``
+    /// (``ScriptedAuthenticator/biometryKind``, ``ScriptedAuthenticator/enrolled``, ``ScriptedAuthenticator/lockedOut``).
+    ///
     /// - Parameters:
     ///   - profile: device (enforces access control) or simulator (does not). Default: device.
     ///   - lockState: the initial lock state. Default: unlocked.
@@ -134,15 +137,25 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
         }
     }
 
-    /// Whether the device has a passcode (`whenPasscodeSetThisDeviceOnly` items need one).
+    /// Whether the device has a passcode (`whenPasscodeSetThisDeviceOnly` items need one; without one the
+    /// authenticator reports ``AuthenticationOutcome/passcodeNotSet`` instead of prompting).
     public var passcodeSet: Bool {
         get { engine.configuration.passcodeSet }
-        set { engine.configuration.passcodeSet = newValue }
+        set {
+            engine.configuration.passcodeSet = newValue
+            authenticator.passcodeSet = newValue
+        }
     }
 
-    /// Simulates a change of enrolled biometry: `.biometryCurrentSet` items added before become
-    /// unreadable (`errSecAuthFailed`).
-    public func changeBiometryEnrollment() { engine.changeBiometryEnrollment() }
+    /// Simulates a change of enrolled biometry (a finger or face added or removed): the authenticator's
+    /// ``ScriptedAuthenticator/biometryDomainState`` changes (so does that of a ``ScriptedBiometricContext`` made
+    /// from this keychain), and `.biometryCurrentSet` items added before become unreadable (`errSecAuthFailed`)
+    /// while `.biometryAny` items still read.
+    public func changeBiometryEnrollment() {
+        authenticator.changeEnrollment()
+        // For a device without biometry (no domain state), the engine's own counter decides.
+        engine.changeBiometryEnrollment()
+    }
 
     // MARK: Authentication
 

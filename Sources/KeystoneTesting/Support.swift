@@ -3,18 +3,50 @@ import Keystone
 import KeychainEngine
 
 /// An ``Authenticator`` with scripted outcomes: a queue consumed in order, then a default. Counts prompts.
+///
+/// It also plays the device's biometry and passcode, which decide whether a prompt can be shown at all:
+/// ``biometryKind`` (default ``BiometryKind/face``), ``enrolled``, ``lockedOut`` and ``passcodeSet``. When they rule
+/// a prompt out, ``availability(for:)`` says why and ``authenticate(_:)`` ends with that outcome without prompting
+/// (nothing is counted, the queue is not consumed):
+///
+/// | State                       | biometry-only flags | passcode flags    | biometry or passcode |
+/// |-----------------------------|---------------------|-------------------|----------------------|
+/// | `passcodeSet == false`      | `.passcodeNotSet`   | `.passcodeNotSet` | `.passcodeNotSet`    |
+/// | `biometryKind == .none`     | `.notAvailable`     | prompts           | prompts (passcode)   |
+/// | `enrolled == false`         | `.notEnrolled`      | prompts           | prompts (passcode)   |
+/// | `lockedOut == true`         | `.lockout`          | prompts           | prompts (passcode)   |
+///
+/// ``biometryDomainState`` changes with ``changeEnrollment()`` (and when ``enrolled`` or ``biometryKind`` change):
+/// the engine binds `.biometryCurrentSet` items to it, so they become unreadable after a change.
+///
+/// A request whose ``AuthenticationRequest/cancellation`` is cancelled ends with
+/// ``AuthenticationOutcome/appCancel``.
 public final class ScriptedAuthenticator: Authenticator {
     private struct State {
         var queue: [AuthenticationOutcome]
         var defaultOutcome: AuthenticationOutcome
         var requests: [AuthenticationRequest] = []
+        var biometryKind: BiometryKind = .face
+        var enrolled = true
+        var lockedOut = false
+        var passcodeSet = true
+        var enrollmentGeneration: UInt64 = 1
     }
 
     private let state: Locked<State>
+    /// Tells this authenticator's domain states apart from another's.
+    private let identity = UUID()
 
     /// Creates an authenticator answering `outcomes` in order, then `defaultOutcome`.
-    public init(_ outcomes: [AuthenticationOutcome] = [], defaultOutcome: AuthenticationOutcome = .success) {
-        state = Locked(State(queue: outcomes, defaultOutcome: defaultOutcome))
+    ///
+    /// - Parameters:
+    ///   - outcomes: the first prompts' outcomes, in order.
+    ///   - defaultOutcome: the outcome once the queue is empty. Default: success.
+    ///   - biometryKind: the device's biometry. Default: ``BiometryKind/face``, an iPhone with Face ID, the device
+    ///     most apps are tested for; ``BiometryKind/none`` plays a device without biometry.
+    public init(_ outcomes: [AuthenticationOutcome] = [], defaultOutcome: AuthenticationOutcome = .success,
+                biometryKind: BiometryKind = .face) {
+        state = Locked(State(queue: outcomes, defaultOutcome: defaultOutcome, biometryKind: biometryKind))
     }
 
     /// Appends outcomes to the queue.
@@ -35,9 +67,87 @@ public final class ScriptedAuthenticator: Authenticator {
     /// The prompts shown, in order.
     public var requests: [AuthenticationRequest] { state.current.requests }
 
-    /// Records the prompt and answers with the next queued outcome, or the default.
+    // MARK: Device state
+
+    /// The device's biometry (``BiometryKind/none``: biometry-only requests are ``AuthenticationOutcome/notAvailable``).
+    /// Changing it changes the enrollment (``biometryDomainState``).
+    public var biometryKind: BiometryKind {
+        get { state.current.biometryKind }
+        set {
+            state.withLock { s in
+                if s.biometryKind != newValue { s.biometryKind = newValue; s.enrollmentGeneration += 1 }
+            }
+        }
+    }
+
+    /// Whether a biometric identity is enrolled (false: biometry-only requests are
+    /// ``AuthenticationOutcome/notEnrolled``). Changing it changes the enrollment (``biometryDomainState``).
+    public var enrolled: Bool {
+        get { state.current.enrolled }
+        set {
+            state.withLock { s in
+                if s.enrolled != newValue { s.enrolled = newValue; s.enrollmentGeneration += 1 }
+            }
+        }
+    }
+
+    /// Whether biometry is locked out after too many failures (biometry-only requests are
+    /// ``AuthenticationOutcome/lockout``; requests that allow the passcode still prompt).
+    public var lockedOut: Bool {
+        get { state.current.lockedOut }
+        set { state.withLock { $0.lockedOut = newValue } }
+    }
+
+    /// Whether the device has a passcode (false: every request is ``AuthenticationOutcome/passcodeNotSet``, as
+    /// biometry cannot be used without one).
+    public var passcodeSet: Bool {
+        get { state.current.passcodeSet }
+        set { state.withLock { $0.passcodeSet = newValue } }
+    }
+
+    /// Simulates adding or removing a finger or face: ``biometryDomainState`` changes, so `.biometryCurrentSet`
+    /// items added before become unreadable while `.biometryAny` items still read.
+    public func changeEnrollment() { state.withLock { $0.enrollmentGeneration += 1 } }
+
+    /// An opaque digest of the enrollment: nil without biometry or without an enrolled identity; otherwise a value
+    /// that changes with every ``changeEnrollment()``.
+    public var biometryDomainState: Data? {
+        let s = state.current
+        guard s.biometryKind != .none, s.enrolled, s.passcodeSet else { return nil }
+        var bytes = withUnsafeBytes(of: identity.uuid) { Data($0) }
+        withUnsafeBytes(of: s.enrollmentGeneration.bigEndian) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    /// Why a request for `flags` cannot be attempted now (see the table above), or nil.
+    public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
+        Self.availability(for: flags, in: state.current)
+    }
+
+    private static func availability(for flags: AccessControlFlags, in s: State) -> AuthenticationOutcome? {
+        let needed = flags.intersection(.authenticationFlags)
+        let biometry: AccessControlFlags = [.biometryAny, .biometryCurrentSet]
+        let alternatives: AccessControlFlags = [.userPresence, .devicePasscode, .watch]
+        // An application password alone needs neither biometry nor the passcode.
+        if needed.intersection(biometry.union(alternatives)).isEmpty { return nil }
+        if !s.passcodeSet { return .passcodeNotSet }
+        // Biometry is required when no alternative is allowed, or when every listed factor is required (.and).
+        let biometryRequired = !needed.intersection(biometry).isEmpty
+            && (needed.intersection(alternatives).isEmpty || flags.contains(.and))
+        guard biometryRequired else { return nil }
+        if s.biometryKind == .none { return .notAvailable }
+        if !s.enrolled { return .notEnrolled }
+        if s.lockedOut { return .lockout }
+        return nil
+    }
+
+    /// Answers `request`: ``AuthenticationOutcome/appCancel`` when its cancellation is cancelled, the reason of
+    /// ``availability(for:)`` when a prompt cannot be shown (no prompt counted), else records the prompt and answers
+    /// with the next queued outcome, or the default.
     public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome {
-        state.withLock { s in
+        if request.cancellation?.isCancelled == true { return .appCancel }
+        return state.withLock { s in
+            if let unavailable = Self.availability(for: request.flags, in: s) { return unavailable }
             s.requests.append(request)
             return s.queue.isEmpty ? s.defaultOutcome : s.queue.removeFirst()
         }

@@ -96,6 +96,9 @@ open class LAContext: NSObject {
 
     open var biometryType: LABiometryType { standIn() }
 
+    /// iOS 9, macOS 10.11 (Apple marks it API_TO_BE_DEPRECATED in favour of `domainState`: no warning).
+    open var evaluatedPolicyDomainState: Data? { standIn() }
+
     open func canEvaluatePolicy(_ policy: LAPolicy, error: NSErrorPointer) -> Bool { standIn() }
 
     open func evaluatePolicy(_ policy: LAPolicy, localizedReason: String,
