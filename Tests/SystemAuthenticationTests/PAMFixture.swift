@@ -71,9 +71,20 @@ enum PAMFixture {
         return nil
     }
 
-    /// Runs `arguments` (posix_spawn, no shell), feeding `standardInput` on a pipe; returns the exit status.
+    /// pamtester, when installed.
+    static let pamtester: String? = tool("pamtester")
+
+    /// cwrap's pam_wrapper (libpam-wrapper), which points an unmodified PAM application (pamtester) at a service
+    /// directory of the test's own (`PAM_WRAPPER_SERVICE_DIR`).
+    static let pamWrapper: String? = {
+        let directories = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+        return directories.map { $0 + "/libpam_wrapper.so" }.first { access($0, R_OK) == 0 }
+    }()
+
+    /// Runs `arguments` (posix_spawn, no shell, output discarded) with `environment` added, feeding
+    /// `standardInput` on a pipe; returns the exit status.
     @discardableResult
-    static func run(_ arguments: [String], standardInput: String? = nil) -> Int32 {
+    static func run(_ arguments: [String], standardInput: String? = nil, environment: [String: String] = [:]) -> Int32 {
         var input: [Int32] = [-1, -1]
         guard pipe(&input) == 0 else { return -1 }
         for fd in input { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -82,10 +93,15 @@ enum PAMFixture {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, input[0], 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        var inherited = ProcessInfo.processInfo.environment
+        inherited.merge(environment) { $1 }
+        var envp: [UnsafeMutablePointer<CChar>?] = inherited.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in envp { free(pointer) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, &argv, environ)
+        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, &argv, &envp)
         close(input[0])
         if spawned == 0, let standardInput {
             var bytes = Array(standardInput.utf8)

@@ -318,6 +318,57 @@ struct PAMTests {
         #expect(prompter.secretPrompts.count == 1)
     }
 
+    @Test("pamtester agrees with Keystone on the same generated service",
+          .enabled(if: PAMFixture.canCreateUsers && PAMFixture.pamtester != nil && PAMFixture.pamWrapper != nil
+                   && FileManager.default.fileExists(atPath: "/etc/pam.d/common-auth"),
+                   "needs root, useradd, pamtester, libpam-wrapper and a Debian-style /etc/pam.d/common-auth"))
+    func pamtesterInterop() async throws {
+        let user = try PAMFixture.user()
+        let commonAuth = try String(contentsOfFile: "/etc/pam.d/common-auth", encoding: .utf8)
+        let directory = try PAMFixture.ServiceDirectory(["common-auth": commonAuth])
+        defer { directory.remove() }
+        let contents = try #require(PAMAuthentication.serviceFileContents(pamDirectory: directory.path))
+        try contents.write(toFile: directory.path + "/keystone", atomically: true, encoding: .utf8)
+
+        // pamtester reads the password on its standard input (never an argument); pam_wrapper makes its
+        // pam_start read the service from the temporary directory instead of /etc/pam.d.
+        let environment = ["LD_PRELOAD": PAMFixture.pamWrapper!, "PAM_WRAPPER": "1",
+                           "PAM_WRAPPER_SERVICE_DIR": directory.path]
+        let pamtester = [PAMFixture.pamtester!, "keystone", user.name, "authenticate"]
+        let wrong = PAMFixture.wrongPassword()
+        // Both wrong passwords wait common-auth's pam_unix fail delay (about 2 s): the two sides run side by side.
+        async let theirs = PAMFixture.onThread {
+            (PAMFixture.run(pamtester, standardInput: user.password + "\n", environment: environment),
+             PAMFixture.run(pamtester, standardInput: wrong + "\n", environment: environment))
+        }
+        let configuration = try PAMConfiguration(user: user.name, configurationDirectory: directory.path,
+                                                 maximumAttempts: 1)
+        let (ours, oursWrong) = await PAMFixture.onThread {
+            (PAMAuthentication.authenticate(configuration, reason: nil, prompter: ScriptedPrompter([user.password]),
+                                            cancellation: AuthenticationCancellation()),
+             PAMAuthentication.authenticate(configuration, reason: nil, prompter: ScriptedPrompter([wrong]),
+                                            cancellation: AuthenticationCancellation()))
+        }
+        let (right, refused) = await theirs
+        #expect(right == 0)
+        #expect(refused != 0)
+        #expect(ours.outcome == .success, "\(ours)")
+        #expect(oursWrong.outcome == .failed, "\(oursWrong)")
+    }
+
+    @Test("PAM's fail delay is still waited after a wrong password",
+          .enabled(if: PAMFixture.canCreateUsers, "needs root and useradd to create a test user"))
+    func failDelayIsWaited() async throws {
+        let user = try PAMFixture.user()
+        // 0.4 s (Linux-PAM varies it by about a quarter either way).
+        let stack = "auth optional pam_faildelay.so delay=400000\n" + Self.unix
+        let start = ContinuousClock.now
+        let result = try await authenticate(stack: stack, user: user.name, maximumAttempts: 1,
+                                            prompter: ScriptedPrompter([PAMFixture.wrongPassword()]))
+        #expect(result.outcome == .failed, "\(result)")
+        #expect(ContinuousClock.now - start >= .milliseconds(100))
+    }
+
     // MARK: On a terminal
 
     @Test("the right password typed on a terminal authenticates",
