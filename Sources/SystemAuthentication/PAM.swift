@@ -19,6 +19,7 @@ public enum PAMConfigurationError: Error, Sendable, Hashable, CustomStringConver
     /// ``PAMConfiguration/configurationDirectory`` is empty or contains a NUL byte.
     case invalidConfigurationDirectory(String)
 
+    /// What is wrong, for a person (`keystone` prints it).
     public var description: String {
         switch self {
         case .maximumAttemptsOutOfRange(let n):
@@ -119,6 +120,8 @@ public struct PAMResult: Sendable, Equatable, CustomStringConvertible {
     /// The user whose password was checked, nil when it could not be determined.
     public let user: String?
 
+    /// A result; ``pamStatusName`` is derived from `pamStatus`. For composed authenticators and their tests: PAM
+    /// results normally come from ``PAMAuthentication/authenticate(_:reason:prompter:cancellation:)``.
     public init(outcome: AuthenticationOutcome, pamStatus: Int32, attempts: Int,
                 moduleMessages: [AuthenticationMessage] = [], detail: String? = nil,
                 service: String = PAMConfiguration.defaultService, user: String? = nil) {

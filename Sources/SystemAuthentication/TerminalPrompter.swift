@@ -19,6 +19,9 @@ import KeychainEngine
 /// - Important: A process killed (SIGKILL, or a signal it does not handle) while a secret is read leaves the
 ///   terminal without echo (`stty sane` restores it). The answer is a Swift `String` that cannot be wiped; the read
 ///   buffer is zeroed.
+/// - Important: The prompter installs no signal handlers. Ctrl-C on the controlling terminal sends SIGINT to the
+///   process as usual, and a process in a background process group that switches echo off is stopped by SIGTTOU, as
+///   any terminal program is.
 public struct TerminalPrompter: AuthenticationPrompter {
     /// The longest line read, in bytes (without the newline).
     public static let maximumLineLength = 4096
