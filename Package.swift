@@ -185,7 +185,7 @@ let package = Package(
         ], swiftSettings: settings),
 
         .testTarget(name: "SystemAuthenticationTests", dependencies: [
-            "KeychainEngine",
+            "KeychainEngine", "KeychainServices", "DefaultKeychainLock",
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),

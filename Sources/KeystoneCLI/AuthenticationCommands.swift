@@ -86,7 +86,11 @@ struct Authenticate: ParsableCommand {
     @Option(help: "Why, shown before the prompt.") var reason: String?
 
     mutating func run() throws {
-        let authenticator = SystemAuthenticator(configuration: SystemAuthenticationConfiguration(pam: PAMConfiguration(service: service)))
+        let pam: PAMConfiguration
+        do { pam = try PAMConfiguration(service: service) } catch {
+            throw UsageFailure(message: "keystone: authenticate: \(error)")
+        }
+        let authenticator = SystemAuthenticator(configuration: SystemAuthenticationConfiguration(pam: pam))
         let flags: AccessControlFlags = policy == .biometrics ? .biometryAny : policy == .password ? .devicePasscode : .userPresence
         let request = AuthenticationRequest(itemClass: .genericPassword, flags: flags, operationPrompt: reason, operation: "authenticate")
         // The prompt blocks: a thread of its own, never Swift's cooperative pool.

@@ -75,6 +75,18 @@ public struct PAMConfiguration: Sendable, Hashable {
         try validate()
     }
 
+    /// The defaults: service `keystone`, the effective user, `/etc/pam.d`, three attempts (valid by construction).
+    public static var standard: PAMConfiguration {
+        PAMConfiguration(unchecked: defaultService, user: nil, configurationDirectory: nil, maximumAttempts: 3)
+    }
+
+    private init(unchecked service: String, user: String?, configurationDirectory: String?, maximumAttempts: Int) {
+        self.service = service
+        self.user = user
+        self.configurationDirectory = configurationDirectory
+        self.maximumAttempts = maximumAttempts
+    }
+
     /// Checks every value.
     ///
     /// - Throws: ``PAMConfigurationError`` for the first invalid value.

@@ -18,7 +18,7 @@ public struct SystemAuthenticationConfiguration: Sendable {
     public var lockoutThreshold: Int
 
     /// The defaults: PAM service `keystone` for the effective user, fprintd on the system bus, the terminal.
-    public init(pam: PAMConfiguration = PAMConfiguration(), fingerprint: FingerprintConfiguration? = FingerprintConfiguration(),
+    public init(pam: PAMConfiguration = .standard, fingerprint: FingerprintConfiguration? = FingerprintConfiguration(),
                 prompter: any AuthenticationPrompter = TerminalPrompter(), fingerprintAttempts: Int = 3, lockoutThreshold: Int = 5) {
         self.pam = pam
         self.fingerprint = fingerprint
