@@ -131,7 +131,9 @@ public final class FingerprintReader: Sendable {
     /// Blocking: call it on a thread of your own (never on Swift's cooperative pool). Before waiting it shows
     /// `reason` (when given) and “Place your finger on <reader>” (“Swipe your finger across <reader>” on a swipe
     /// sensor) as ``AuthenticationMessage/Style/info`` messages; a scan the reader could not use is reported as a
-    /// message too (“Swipe was too short, try again”, …) and the wait goes on. One verification is one result:
+    /// message too (“Swipe was too short, try again”, …) and the wait goes on. With no `prompter` nothing is shown
+    /// (the reader still works); its ``AuthenticationPrompter/isInteractive`` is not consulted, since touching a
+    /// reader needs no terminal. One verification is one result:
     /// ``FingerprintVerification/match`` or ``FingerprintVerification/noMatch``, never a second try.
     ///
     /// It ends early with ``FingerprintVerification/cancelled`` when `cancellation` fires (from any thread), and with
