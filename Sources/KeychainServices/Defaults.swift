@@ -97,7 +97,8 @@ public enum KeychainServicesDefaults {
 
     /// The clock `LAContext` records successes with: the current engine's, else the system's.
     public static func currentClock() -> @Sendable () -> Date {
-        state.current.engine?.configuration.now ?? { Date() }
+        if let engine = state.current.engine { return engine.configuration.now }
+        return { Date() }
     }
 
     /// Uses a fresh keychain in memory from now on (tests, short-lived tools), and returns its engine.

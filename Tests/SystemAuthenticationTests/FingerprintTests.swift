@@ -18,7 +18,7 @@ struct FingerprintTests {
             let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
             #expect(reader.availability() == .notEnrolled(device: Self.device))
             #expect(reader.domainState() == nil)
-            let prompter = ScriptedPrompter { _ in }
+            let prompter = FingerPrompter { _ in }
             #expect(reader.verify(reason: nil, prompter: prompter, cancellation: AuthenticationCancellation()) == .notEnrolled)
             #expect(prompter.messages.current.isEmpty)
         }
@@ -59,7 +59,7 @@ struct FingerprintTests {
         try await withFixture { fixture in
             try fixture.enroll(finger: "right-index-finger", scanID: "1001")
             let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
-            let prompter = ScriptedPrompter { _ in try fixture.send("SCAN 1001") }
+            let prompter = FingerPrompter { _ in try fixture.send("SCAN 1001") }
             let result = reader.verify(reason: "Unlock the keychain", prompter: prompter,
                                        cancellation: AuthenticationCancellation())
             #expect(result == .match)
@@ -76,7 +76,7 @@ struct FingerprintTests {
         try await withFixture { fixture in
             try fixture.enroll(finger: "right-index-finger", scanID: "1001")
             let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
-            let prompter = ScriptedPrompter { _ in try fixture.send("SCAN 2002") }
+            let prompter = FingerPrompter { _ in try fixture.send("SCAN 2002") }
             #expect(reader.verify(reason: nil, prompter: prompter, cancellation: AuthenticationCancellation()) == .noMatch)
             #expect(prompter.failures.current.isEmpty, "\(prompter.failures.current)")
         }
@@ -88,7 +88,7 @@ struct FingerprintTests {
             try fixture.enroll(finger: "right-index-finger", scanID: "1001")
             let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
             // libfprint's FP_DEVICE_RETRY_TOO_SHORT (1): fprintd's verify-swipe-too-short; then the right finger.
-            let prompter = ScriptedPrompter { _ in
+            let prompter = FingerPrompter { _ in
                 try fixture.send("RETRY 1")
                 try fixture.send("SCAN 1001")
             }
@@ -107,7 +107,7 @@ struct FingerprintTests {
             defer { monitor.stop() }
             let cancellation = AuthenticationCancellation()
             // The reader sleeps instead of scanning: the verification waits until cancelled.
-            let prompter = ScriptedPrompter { _ in try fixture.send("SLEEP 600000") }
+            let prompter = FingerPrompter { _ in try fixture.send("SLEEP 600000") }
             // Cancelled from another thread once fprintd announced the running verification (VerifyFingerSelected,
             // emitted by VerifyStart).
             let watcherFailure = Locked<String?>(nil)
@@ -125,7 +125,7 @@ struct FingerprintTests {
             #expect(watcherFailure.current == nil)
 
             // Released: a second verification claims the reader and matches.
-            let again = ScriptedPrompter { _ in try fixture.send("SCAN 1001") }
+            let again = FingerPrompter { _ in try fixture.send("SCAN 1001") }
             #expect(reader.verify(reason: nil, prompter: again, cancellation: AuthenticationCancellation()) == .match)
             #expect(again.failures.current.isEmpty, "\(again.failures.current)")
         }
@@ -147,9 +147,9 @@ struct FingerprintTests {
         try await withFixture { fixture in
             try fixture.enroll(finger: "right-index-finger", scanID: "1001")
             let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress, verifyTimeout: 1))
-            let prompter = ScriptedPrompter { _ in try fixture.send("SLEEP 600000") }
+            let prompter = FingerPrompter { _ in try fixture.send("SLEEP 600000") }
             #expect(reader.verify(reason: nil, prompter: prompter, cancellation: AuthenticationCancellation()) == .timedOut)
-            let again = ScriptedPrompter { _ in try fixture.send("SCAN 1001") }
+            let again = FingerPrompter { _ in try fixture.send("SCAN 1001") }
             let patient = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
             #expect(patient.verify(reason: nil, prompter: again, cancellation: AuthenticationCancellation()) == .match)
         }
@@ -161,12 +161,12 @@ struct FingerprintTests {
             try fixture.enroll(finger: "right-index-finger", scanID: "1001")
             let holder = try fixture.holdClaim()
             let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
-            let prompter = ScriptedPrompter { _ in }
+            let prompter = FingerPrompter { _ in }
             #expect(reader.verify(reason: nil, prompter: prompter, cancellation: AuthenticationCancellation())
                 == .claimedByAnotherProcess)
             #expect(prompter.messages.current.isEmpty)
             holder.release()
-            let again = ScriptedPrompter { _ in try fixture.send("SCAN 1001") }
+            let again = FingerPrompter { _ in try fixture.send("SCAN 1001") }
             #expect(reader.verify(reason: nil, prompter: again, cancellation: AuthenticationCancellation()) == .match)
         }
     }
@@ -252,7 +252,7 @@ struct FingerprintNoBusTests {
 
 /// A prompter that records every message and runs `onInstruction` (on the verifying thread) when told to place or
 /// swipe a finger: the moment a person would touch the reader.
-final class ScriptedPrompter: AuthenticationPrompter {
+final class FingerPrompter: AuthenticationPrompter {
     let messages = Locked<[AuthenticationMessage]>([])
     let failures = Locked<[String]>([])
     private let onInstruction: @Sendable (AuthenticationMessage) throws -> Void

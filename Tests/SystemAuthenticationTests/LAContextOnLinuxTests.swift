@@ -33,7 +33,7 @@ final class LAContextOnLinuxTests {
         KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(pam: pam, fingerprint: nil, prompter: prompter))
     }
 
-    func evaluate(_ context: LAContext, _ policy: LAPolicy = .deviceOwnerAuthentication) async -> Result<Bool, LAError> {
+    static func evaluate(_ context: LAContext, _ policy: LAPolicy = .deviceOwnerAuthentication) async -> Result<Bool, LAError> {
         do { return .success(try await context.evaluatePolicy(policy, localizedReason: "Unlock the vault")) } catch let error as LAError {
             return .failure(error)
         } catch {
@@ -47,8 +47,8 @@ final class LAContextOnLinuxTests {
         let user = try PAMFixture.user()
         let prompter = ScriptedPrompter([user.password, PAMFixture.wrongPassword()])
         try use(prompter)
-        #expect(await evaluate(LAContext()) == .success(true))
-        #expect(await evaluate(LAContext()) == .failure(LAError(.authenticationFailed)))
+        #expect(await Self.evaluate(LAContext()) == .success(true))
+        #expect(await Self.evaluate(LAContext()) == .failure(LAError(.authenticationFailed)))
         #expect(prompter.messages.contains(AuthenticationMessage(.info, "Unlock the vault")))
     }
 
@@ -75,7 +75,7 @@ final class LAContextOnLinuxTests {
         var error: NSError?
         #expect(!LAContext().canEvaluatePolicy(.deviceOwnerAuthentication, error: &error))
         #expect(error?.code == LAError.Code.notInteractive.rawValue)
-        #expect(await evaluate(LAContext()) == .failure(LAError(.notInteractive)))
+        #expect(await Self.evaluate(LAContext()) == .failure(LAError(.notInteractive)))
         #expect(prompter.messages.isEmpty)
     }
 
@@ -86,7 +86,7 @@ final class LAContextOnLinuxTests {
         try use(prompter)
         let context = LAContext()
         context.interactionNotAllowed = true
-        #expect(await evaluate(context) == .failure(LAError(.notInteractive)))
+        #expect(await Self.evaluate(context) == .failure(LAError(.notInteractive)))
         #expect(prompter.messages.isEmpty)
     }
 
@@ -96,11 +96,11 @@ final class LAContextOnLinuxTests {
         let prompter = BlockingPrompter()
         try use(prompter)
         let context = LAContext()
-        async let result = evaluate(context)
+        async let result = Self.evaluate(context)
         await PAMFixture.onThread { prompter.waiting.wait() }
         context.invalidate()
         #expect(await result == .failure(LAError(.appCancel)))
-        #expect(await evaluate(context) == .failure(LAError(.invalidContext)))
+        #expect(await Self.evaluate(context) == .failure(LAError(.invalidContext)))
         var error: NSError?
         #expect(!context.canEvaluatePolicy(.deviceOwnerAuthentication, error: &error))
         #expect(error?.code == LAError.Code.invalidContext.rawValue)

@@ -37,7 +37,7 @@ struct SystemAuthenticatorTests {
 
         func add(_ flags: AccessControlFlags, account: String = "alice", secret: String = "s3cret") throws {
             _ = try engine.add([
-                Key.itemClass: .string(ItemClass.genericPassword.rawValue), Key.service: .string("example.com"),
+                Key.`class`: .string(ItemClass.genericPassword.rawValue), Key.service: .string("example.com"),
                 Key.account: .string(account), Key.valueData: .data(Data(secret.utf8)),
                 Key.accessControl: .accessControl(AccessControl(accessibility: .whenUnlocked, flags: flags)),
             ])
@@ -46,15 +46,15 @@ struct SystemAuthenticatorTests {
         /// Reads the secret on a thread of its own (the authenticator blocks), with `context` if given.
         func read(account: String = "alice", context: AuthenticationContext? = nil) async -> Result<String, EngineError> {
             var query: KeychainQuery = [
-                Key.itemClass: .string(ItemClass.genericPassword.rawValue), Key.service: .string("example.com"),
+                Key.`class`: .string(ItemClass.genericPassword.rawValue), Key.service: .string("example.com"),
                 Key.account: .string(account), Key.returnData: .bool(true),
                 Key.useOperationPrompt: .string("Read the example.com password"),
             ]
             if let context { query[Key.useAuthenticationContext] = .authenticationContext(context) }
-            let engine = engine
+            let engine = engine, frozen = query
             return await PAMFixture.onThread {
                 do {
-                    guard case .data(let data)? = try engine.copyMatching(query) else { return .failure(EngineError(Status.decode, "no data")) }
+                    guard case .data(let data)? = try engine.copyMatching(frozen) else { return .failure(EngineError(Status.decode, "no data")) }
                     return .success(String(decoding: data, as: UTF8.self))
                 } catch let error as EngineError {
                     return .failure(error)
