@@ -144,5 +144,40 @@ final class LAContextOnLinuxTests {
         #expect(third.0 == errSecUserCanceled)
         #expect(prompter.secretPrompts.count == 2)
     }
+
+    @Test("with a fingerprint reader: biometryType is touchID after canEvaluatePolicy, the domain state follows enrollment, a scan evaluates",
+          .enabled(if: FprintdFixture.unavailableReason == nil, Comment(rawValue: FprintdFixture.unavailableReason ?? "fprintd is there")))
+    func fingerprintReader() async throws {
+        try await withFixture { fixture in
+            let prompter = FingerPrompter { _ in try fixture.send("SCAN 1001") }
+            KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(
+                fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: prompter))
+            let context = LAContext()
+            #expect(context.biometryType == .none, "set only by canEvaluatePolicy, as on Apple platforms")
+            var error: NSError?
+            #expect(!context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
+            #expect(error?.code == LAError.Code.biometryNotEnrolled.rawValue)
+            #expect(context.biometryType == .touchID)
+            #expect(context.evaluatedPolicyDomainState == nil)
+
+            try fixture.enroll(finger: "right-index-finger", scanID: "1001")
+            error = nil
+            #expect(context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
+            let first = try #require(context.evaluatedPolicyDomainState)
+            try fixture.enroll(finger: "left-index-finger", scanID: "1002")
+            let fresh = LAContext()
+            #expect(fresh.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
+            #expect(fresh.evaluatedPolicyDomainState != first)
+
+            let evaluated = DispatchSemaphore(value: 0)
+            let outcome = Locked<(Bool, LAError.Code?)>((false, nil))
+            fresh.evaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, localizedReason: "Unlock") { success, error in
+                outcome.withLock { $0 = (success, (error as? LAError)?.code) }
+                evaluated.signal()
+            }
+            evaluated.wait()
+            #expect(outcome.current.0 && outcome.current.1 == nil)
+        }
+    }
 }
 #endif
