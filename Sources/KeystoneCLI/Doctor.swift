@@ -14,14 +14,16 @@ import Glibc
 struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
-        abstract: "Check the keychain storage in use: which one and why, the keychain file, the Secret Service.",
+        abstract: "Check the keychain storage in use: which one and why, the keychain file, the Secret Service; and who can authenticate.",
         discussion: """
         Reports (1) the storage in use and why (the argument, KEYSTONE_KEYCHAIN, KEYSTONE_BACKEND, the \
         `default-keychain -s` setting, or the default); (2) the keychain file: path, owner and mode, format, \
         header, password, lock state, unlock cache (kernel keyring), damaged items; (3) the Secret Service: the \
         session bus and where its address came from (DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus), the \
         daemon owning org.freedesktop.secrets (bus name, pid, process), its collections, the `default` alias, \
-        the collection's lock state and the session's algorithm. Each problem comes with a fix.
+        the collection's lock state and the session's algorithm; (4) authentication (LAContext, access-controlled \
+        items): the `keystone` PAM service or the `other` fallback, the controlling terminal, the fingerprint \
+        reader (fprintd, its device and enrolled fingers). Each problem comes with a fix.
 
         Changes nothing, never prompts, never prints a secret. Exits 1 when a problem blocks the storage in use \
         (problems of the storage not in use are only notes or warnings), else 0.
@@ -32,7 +34,10 @@ struct Doctor: ParsableCommand {
         "locked", "lockState", "unlockCache", "findings"}; "secretService" {"inUse", "argument", "available", \
         "busAddress", "addressSource" ("given", "DBUS_SESSION_BUS_ADDRESS", "$XDG_RUNTIME_DIR/bus" or "none"), \
         "daemon" {"name", "pid", "process"}, "collections" [{"path", "label", "locked"}], "defaultCollection", \
-        "collection", "locked", "sessionAlgorithm", "findings"}; "ok" (false when the exit status is 1). Each \
+        "collection", "locked", "sessionAlgorithm", "findings"}; "authentication" {"pamService", "pamFallback", \
+        "terminal", "fingerprint" {"state": "ready", "not-enrolled", "no-device" or "no-daemon", "device", \
+        "enrolledFingers", "reason"}, "findings"}; "ok" (false when the exit status is 1; authentication never \
+        makes it false). Each \
         finding is {"severity": "ok", "note", "warning" or "problem", "check", "detail", "fix"}. Unknown values \
         are null.
         """)

@@ -1,14 +1,16 @@
 // Linux-only: these tests use KeychainServices' own API (the default engine, SecItemBridge), which Apple
 // platforms replace with the Security framework. AppleStyleCode.swift compiles on both.
 #if !canImport(Darwin)
+import DefaultKeychainLock
 import Foundation
 import KeychainEngine
 import KeychainServices
 import Testing
 
 // Tests that touch no keychain: value conversion, constants, status codes, messages, error bridging.
-// They run in parallel with everything else, so they never call a SecItem function or LAContext.evaluatePolicy:
-// those use the process-wide default keychain, which only suites marked `.ownsDefaultKeychain` set.
+// They run in parallel with everything else, so they never call a SecItem function or LAContext's evaluations:
+// those use the process-wide default keychain (LAContext: its authenticator), which only suites marked
+// `.ownsDefaultKeychain` set.
 
 @Suite("Values passed in SecItem dictionaries")
 struct ValueConversionTests {
@@ -236,7 +238,7 @@ struct ConstantTests {
     }
 }
 
-@Suite("LocalAuthentication names")
+@Suite("LocalAuthentication names", .serialized, .ownsDefaultKeychain)
 struct LocalAuthenticationNameTests {
     @Test("LAError codes have Apple's raw values and bridge to NSError in LAErrorDomain", arguments: [
         (LAError.Code.authenticationFailed, -1), (.userCancel, -2), (.userFallback, -3), (.systemCancel, -4), (.passcodeNotSet, -5),
@@ -273,6 +275,9 @@ struct LocalAuthenticationNameTests {
 
     @Test("texts are kept; biometry is none; canEvaluatePolicy reports through an NSError pointer")
     func properties() {
+        // An engine whose authenticator has no biometry and accepts everyone: LAContext asks the current engine's.
+        KeychainServicesDefaults.setEngine(KeychainEngine(authenticator: FixedAuthenticator(.success)))
+        defer { KeychainServicesDefaults.setEngine(nil) }
         let context = LAContext()
         context.localizedReason = "Unlock your notes"
         context.localizedCancelTitle = "Not now"
