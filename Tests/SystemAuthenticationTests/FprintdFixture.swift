@@ -48,10 +48,59 @@ final class FprintdFixture: @unchecked Sendable {
     private let lock = NSLock()
     private var processes: [Child] = []
     private var stopped = false
+    /// Kills every process of the fixture and removes ``root`` when the test process dies without ``stop()``: it
+    /// collects their pids on its standard input and acts on end of file, which the kernel delivers when the test
+    /// process exits, however it exits.
+    private let watchdog: Watchdog
 
-    private init(root: String, busAddress: String) {
+    private init(root: String, busAddress: String, watchdog: Watchdog) {
         self.root = root
         self.busAddress = busAddress
+        self.watchdog = watchdog
+    }
+
+    /// The watchdog process and the write end of its standard input.
+    struct Watchdog {
+        let process: Process
+        let input: FileHandle
+
+        static func start(root: String) throws -> Watchdog {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "pids=; while read -r pid; do pids=\"$pids $pid\"; done; "
+                                 + "[ -n \"$pids\" ] && kill -KILL $pids 2>/dev/null; rm -rf -- \"$1\"", "fprintd-watchdog", root]
+            process.environment = ["PATH": "/usr/bin:/bin"]
+            // Both ends close on exec (pipe2 with O_CLOEXEC): Foundation's Process gives the read end to the watchdog
+            // as its standard input (dup2 clears the flag there), and no other child inherits the write end, which
+            // would keep the watchdog from ever seeing end of file.
+            typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "pipe2") else { throw Failure(description: "no pipe2 in libc") }
+            var fds: [Int32] = [-1, -1]
+            guard unsafeBitCast(symbol, to: Pipe2.self)(&fds, O_CLOEXEC) == 0 else {
+                throw Failure(description: "pipe2 failed: errno \(errno)")
+            }
+            let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+            let writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+            process.standardInput = readEnd
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do { try process.run() } catch {
+                try? readEnd.close()
+                try? writeEnd.close()
+                throw error
+            }
+            try? readEnd.close()
+            return Watchdog(process: process, input: writeEnd)
+        }
+
+        func watch(_ pid: Int32) { try? input.write(contentsOf: Data("\(pid)\n".utf8)) }
+
+        /// Ends the watchdog first, so that it never acts on pids that exited and were reused.
+        func end() {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            try? input.close()
+        }
     }
 
     deinit { stop() }
@@ -87,6 +136,11 @@ final class FprintdFixture: @unchecked Sendable {
             </busconfig>
 
             """
+        let watchdog: Watchdog
+        do { watchdog = try Watchdog.start(root: root) } catch {
+            try? FileManager.default.removeItem(atPath: root)
+            throw error
+        }
         try config.write(toFile: "\(root)/bus.conf", atomically: false, encoding: .utf8)
         try helperScript.write(toFile: "\(root)/helper.py", atomically: false, encoding: .utf8)
 
@@ -99,19 +153,22 @@ final class FprintdFixture: @unchecked Sendable {
         bus.standardError = try logFile("\(root)/dbus-daemon.log")
         let busChild = Child(bus)
         do { try bus.run() } catch {
+            watchdog.end()
             try? FileManager.default.removeItem(atPath: root)
             throw error
         }
+        watchdog.watch(bus.processIdentifier)
         let address: String
         do {
             address = try readLine(addressPipe.fileHandleForReading.fileDescriptor,
                                    within: deadline, what: "dbus-daemon's address")
         } catch {
+            watchdog.end()
             busChild.end()
             try? FileManager.default.removeItem(atPath: root)
             throw error
         }
-        let fixture = FprintdFixture(root: root, busAddress: address)
+        let fixture = FprintdFixture(root: root, busAddress: address, watchdog: watchdog)
         fixture.processes.append(busChild)
         guard daemon else { return fixture }
         do {
@@ -174,6 +231,7 @@ final class FprintdFixture: @unchecked Sendable {
             defer { self.processes = [] }
             return self.processes
         }
+        if !processes.isEmpty { watchdog.end() }
         for child in processes.reversed() { child.end() }
         if !processes.isEmpty { try? FileManager.default.removeItem(atPath: root) }
     }
@@ -320,6 +378,7 @@ final class FprintdFixture: @unchecked Sendable {
             if stopped { throw Failure(description: "the fixture is stopped") }
             try process.run()
             processes.append(child)
+            watchdog.watch(process.processIdentifier)
             return child
         }
     }

@@ -40,7 +40,9 @@ enum PAMFixture {
             guard let useradd = tool("useradd"), let chpasswd = tool("chpasswd") else {
                 throw FixtureError(description: "useradd or chpasswd not found")
             }
-            let added = run([useradd, "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+            removeStaleUsers()
+            let added = run([useradd, "--no-create-home", "--shell", "/usr/sbin/nologin",
+                             "--comment", "\(staleMarker)\(getpid())", name])
             guard added == 0 else { throw FixtureError(description: "useradd \(name) exited with \(added)") }
             let user = TestUser(name: name, password: password)
             existing = user
@@ -48,6 +50,21 @@ enum PAMFixture {
             let set = run([chpasswd], standardInput: "\(name):\(password)\n")
             guard set == 0 else { throw FixtureError(description: "chpasswd exited with \(set)") }
             return user
+        }
+    }
+
+    /// The comment a test user carries: this marker and the pid of the test process that made it.
+    static let staleMarker = "keystone-test pid "
+
+    /// Removes test users left by test processes that died before their `atexit` ran (a crash, SIGKILL): those
+    /// whose comment names a pid that no longer exists.
+    static func removeStaleUsers() {
+        guard let userdel = tool("userdel"), let passwd = try? String(contentsOfFile: "/etc/passwd", encoding: .utf8) else { return }
+        for line in passwd.split(separator: "\n") {
+            let fields = line.split(separator: ":", omittingEmptySubsequences: false)
+            guard fields.count >= 5, fields[0].hasPrefix("kst"), fields[4].hasPrefix(staleMarker),
+                  let pid = pid_t(fields[4].dropFirst(staleMarker.count)) else { continue }
+            if kill(pid, 0) == -1 && errno == ESRCH { run([userdel, String(fields[0])]) }
         }
     }
 
