@@ -171,6 +171,40 @@ struct FingerprintTests {
         }
     }
 
+    @Test("A reader unplugged while it waits for a finger ends the verification, never as a match")
+    func unplugged() async throws {
+        try await withFixture { fixture in
+            try fixture.enroll(finger: "right-index-finger", scanID: "1001")
+            let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
+            let prompter = FingerPrompter { _ in try fixture.send("UNPLUG") }
+            let result = reader.verify(reason: nil, prompter: prompter, cancellation: AuthenticationCancellation())
+            // fprintd 1.94 reports a removed virtual reader as verify-unknown-error (verify-disconnected is kept for
+            // readers that say so): either way the verification ends, and never as a match.
+            switch result {
+            case .disconnected, .noDevice: break
+            case .unavailable(let reason): #expect(reason.contains("verify-unknown-error"), "\(reason)")
+            default: Issue.record("unexpected \(result)")
+            }
+            #expect(prompter.failures.current.isEmpty, "\(prompter.failures.current)")
+        }
+    }
+
+    @Test("polkit refusing fprintd's actions: unavailable with the reason, and availability says so")
+    func polkitRefuses() async throws {
+        try await withFixture { fixture in
+            try fixture.enroll(finger: "right-index-finger", scanID: "1001")
+            _ = try fixture.gdbus(["call", "--address", fixture.busAddress, "--dest", "org.freedesktop.PolicyKit1",
+                                   "--object-path", "/org/freedesktop/PolicyKit1/Authority",
+                                   "--method", "org.freedesktop.DBus.Mock.SetAllowed", "@as []"])
+            let reader = FingerprintReader(configuration: .init(busAddress: fixture.busAddress))
+            let prompter = FingerPrompter { _ in try fixture.send("SCAN 1001") }
+            let result = reader.verify(reason: nil, prompter: prompter, cancellation: AuthenticationCancellation())
+            guard case .unavailable(let reason) = result else { Issue.record("expected unavailable, got \(result)"); return }
+            #expect(reason.contains("PermissionDenied"), "\(reason)")
+            #expect(!prompter.messages.current.contains { $0.text.hasPrefix("Place your finger") || $0.text.hasPrefix("Swipe your finger") })
+        }
+    }
+
     @Test("A bus without fprintd: noDaemon with a reason, verify unavailable")
     func noDaemon() async throws {
         try await withFixture(daemon: false) { fixture in
