@@ -158,6 +158,7 @@ final class FprintdFixture: @unchecked Sendable {
             throw error
         }
         watchdog.watch(bus.processIdentifier)
+        closeLogs(of: bus)
         let address: String
         do {
             address = try readLine(addressPipe.fileHandleForReading.fileDescriptor,
@@ -377,9 +378,18 @@ final class FprintdFixture: @unchecked Sendable {
         return try lock.withLock {
             if stopped { throw Failure(description: "the fixture is stopped") }
             try process.run()
+            Self.closeLogs(of: process)
             processes.append(child)
             watchdog.watch(process.processIdentifier)
             return child
+        }
+    }
+
+    /// Closes the parent's descriptors of a started process's log files (the child has its own copies), so a test
+    /// process running many fixtures does not keep one descriptor per log.
+    static func closeLogs(of process: Process) {
+        for stream in [process.standardOutput, process.standardError] {
+            if let handle = stream as? FileHandle, !(stream is Pipe) { try? handle.close() }
         }
     }
 

@@ -154,6 +154,47 @@ enum PAMFixture {
         }
     }
 
+    /// Starts `body` on a thread of its own NOW, in the caller, and hands back its result later (``Started/value``).
+    ///
+    /// Unlike `async let x = onThread { … }`, whose child task needs a free thread of Swift's cooperative pool before
+    /// it even starts (on a 2-core CI machine the pool is two threads, often busy with other suites' synchronous
+    /// work), the body is running when this returns: a test that then watches a terminal for the body's prompt does
+    /// not wait on the pool.
+    static func started<T: Sendable>(_ body: @escaping @Sendable () -> T) -> Started<T> {
+        let started = Started<T>()
+        let thread = Thread { started.finish(body()) }
+        thread.start()
+        return started
+    }
+
+    /// The result of a body ``started(_:)`` on its own thread.
+    final class Started<T: Sendable>: Sendable {
+        private let state = Locked<(result: T?, waiter: CheckedContinuation<T, Never>?)>((nil, nil))
+
+        fileprivate func finish(_ result: T) {
+            let waiter: CheckedContinuation<T, Never>? = state.withLock { s in
+                s.result = result
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume(returning: result)
+        }
+
+        /// The body's result, once it returned.
+        var value: T {
+            get async {
+                await withCheckedContinuation { continuation in
+                    let ready: T? = state.withLock { s in
+                        if let result = s.result { return result }
+                        s.waiter = continuation
+                        return nil
+                    }
+                    if let ready { continuation.resume(returning: ready) }
+                }
+            }
+        }
+    }
+
     /// Runs `body` on a thread of its own (PAM blocks; never on Swift's cooperative pool) and returns its result.
     static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in

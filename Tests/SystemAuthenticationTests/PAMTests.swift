@@ -378,14 +378,21 @@ struct PAMTests {
         let terminal = try PseudoTerminal()
         let prompter = TerminalPrompter(path: terminal.slavePath)
         #expect(prompter.isInteractive)
-        async let result = authenticate(stack: Self.unix, user: user.name, reason: "Unlock the keychain",
-                                        prompter: prompter)
+        let directory = try PAMFixture.ServiceDirectory(["keystone": Self.unix])
+        defer { directory.remove() }
+        let configuration = try PAMConfiguration(user: user.name, configurationDirectory: directory.path)
+        let cancellation = AuthenticationCancellation()
+        let result = PAMFixture.started {
+            PAMAuthentication.authenticate(configuration, reason: "Unlock the keychain", prompter: prompter,
+                                           cancellation: cancellation)
+        }
         let shown = await PAMFixture.onThread { () -> String? in
-            let shown = terminal.read(until: "assword:")
+            // Never asked: end the authentication rather than type the password into a terminal that may echo.
+            guard let shown = terminal.read(until: "assword:") else { cancellation.cancel(); return nil }
             terminal.type(user.password + "\n")
             return shown
         }
-        let ended = try await result
+        let ended = await result.value
         #expect(ended.outcome == .success, "\(ended)")
         #expect(shown?.contains("Unlock the keychain") == true)
         #expect(!terminal.drain().contains(user.password))

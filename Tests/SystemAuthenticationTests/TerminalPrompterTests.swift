@@ -15,18 +15,19 @@ struct TerminalPrompterTests {
         #expect(terminal.echoes)
         let prompter = TerminalPrompter(path: terminal.slavePath)
         let cancellation = AuthenticationCancellation()
-        async let answer = PAMFixture.onThread {
+        let answer = PAMFixture.started {
             prompter.prompt(AuthenticationMessage(.secret, "Password: "), cancellation: cancellation)
         }
         // The prompt is written after echo is switched off: once it shows, the terminal must not echo.
         let echoedWhileAsking = await PAMFixture.onThread { () -> Bool? in
-            guard terminal.read(until: "Password: ") != nil else { return nil }
+            // Never shown: end the prompt rather than type into a terminal that may echo, and fail below.
+            guard terminal.read(until: "Password: ") != nil else { cancellation.cancel(); return nil }
             let echoes = terminal.echoes
             terminal.type("secret\n")
             return echoes
         }
         #expect(echoedWhileAsking == false)
-        #expect(await answer == "secret")
+        #expect(await answer.value == "secret")
         let shownAfter = terminal.drain()
         #expect(!shownAfter.contains("secret"))
         #expect(shownAfter.contains("\n"))  // the newline the prompter writes after a secret
@@ -38,17 +39,17 @@ struct TerminalPrompterTests {
         let terminal = try PseudoTerminal()
         let prompter = TerminalPrompter(path: terminal.slavePath)
         let cancellation = AuthenticationCancellation()
-        async let answer = PAMFixture.onThread {
+        let answer = PAMFixture.started {
             prompter.prompt(AuthenticationMessage(.visible, "Code: "), cancellation: cancellation)
         }
         let echoedWhileAsking = await PAMFixture.onThread { () -> Bool? in
-            guard terminal.read(until: "Code: ") != nil else { return nil }
+            guard terminal.read(until: "Code: ") != nil else { cancellation.cancel(); return nil }
             let echoes = terminal.echoes
             terminal.type("123456\n")
             return echoes
         }
         #expect(echoedWhileAsking == true)
-        #expect(await answer == "123456")
+        #expect(await answer.value == "123456")
     }
 
     @Test("info and error messages are shown and answer nil")
@@ -67,7 +68,7 @@ struct TerminalPrompterTests {
         let terminal = try PseudoTerminal()
         let prompter = TerminalPrompter(path: terminal.slavePath)
         let cancellation = AuthenticationCancellation()
-        async let answer = PAMFixture.onThread {
+        let answer = PAMFixture.started {
             prompter.prompt(AuthenticationMessage(.secret, "Password: "), cancellation: cancellation)
         }
         let prompted = await PAMFixture.onThread { () -> Bool in
@@ -76,7 +77,7 @@ struct TerminalPrompterTests {
             return shown != nil
         }
         #expect(prompted)
-        #expect(await answer == nil)
+        #expect(await answer.value == nil)
         #expect(terminal.echoes)
     }
 
@@ -85,14 +86,14 @@ struct TerminalPrompterTests {
         let terminal = try PseudoTerminal()
         let prompter = TerminalPrompter(path: terminal.slavePath)
         let cancellation = AuthenticationCancellation()
-        async let answer = PAMFixture.onThread {
+        let answer = PAMFixture.started {
             prompter.prompt(AuthenticationMessage(.secret, "Password: "), cancellation: cancellation)
         }
         await PAMFixture.onThread {
-            _ = terminal.read(until: "Password: ")
+            guard terminal.read(until: "Password: ") != nil else { cancellation.cancel(); return }
             terminal.type("\u{04}")  // Ctrl-D on an empty line: end of input
         }
-        #expect(await answer == nil)
+        #expect(await answer.value == nil)
         #expect(terminal.echoes)
     }
 
