@@ -309,7 +309,13 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// As on Apple platforms, `reply` runs on a private thread, never on the caller's thread, with `(true, nil)`
     /// or `(false, LAError)`. The evaluation, which waits for a person, has a thread of its own: several waiting
     /// prompts never hold dispatch's or Swift's shared worker threads.
-    public func evaluatePolicy(_ policy: LAPolicy, localizedReason: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void) {
+    ///
+    /// `reply` is not required to be `@Sendable`, so that the protocols apps declare to wrap `LAContext`
+    /// (`func evaluatePolicy(_:localizedReason:reply: @escaping (Bool, Error?) -> Void)`, as in seed 000) are
+    /// satisfied by this method in the Swift 6 language mode, whether they spell the reply `@Sendable` or not.
+    /// - Important: As with Apple's, `reply` runs on another thread: it must not touch state that is not safe to use
+    ///   from there.
+    public func evaluatePolicy(_ policy: LAPolicy, localizedReason: String, reply: @escaping (Bool, (any Error)?) -> Void) {
         runOnOwnThread(named: "keystone.evaluate-policy", reply: reply) { $0.evaluate(policy, reason: localizedReason) }
     }
 
@@ -345,7 +351,7 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// `.biometryLockout`; when nothing can authenticate, `.biometryNotAvailable` for biometry-only flags,
     /// `.companionNotAvailable` for `.companion` alone, `.passcodeNotSet` otherwise).
     public func evaluateAccessControl(_ accessControl: SecAccessControl, operation: LAAccessControlOperation,
-                                      localizedReason: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void) {
+                                      localizedReason: String, reply: @escaping (Bool, (any Error)?) -> Void) {
         runOnOwnThread(named: "keystone.evaluate-access-control", reply: reply) {
             $0.evaluate(accessControl.accessControl.flags, operation: operation, reason: localizedReason)
         }
@@ -377,8 +383,10 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// Whether a credential of `type` is set: never on this platform (``setCredential(_:type:)`` stores none).
     public func isCredentialSet(_ type: LACredentialType) -> Bool { false }
 
-    private func runOnOwnThread(named name: String, reply: @escaping @Sendable (Bool, (any Error)?) -> Void,
+    private func runOnOwnThread(named name: String, reply: @escaping (Bool, (any Error)?) -> Void,
                                 _ body: @escaping @Sendable (LAContext) -> LAError?) {
+        // The caller's reply, called once on this thread as Apple's is on its private queue (see evaluatePolicy).
+        nonisolated(unsafe) let reply = reply
         let thread = Thread {
             let error = body(self)
             reply(error == nil, error)

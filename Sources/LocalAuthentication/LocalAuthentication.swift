@@ -9,6 +9,10 @@
 // Depend on the `LocalAuthentication` product only on non-Apple platforms:
 // `.product(name: "LocalAuthentication", package: "keystone", condition: .when(platforms: [.linux]))`.
 // On Apple platforms `import LocalAuthentication` is the SDK's framework, and this module is empty.
+//
+// Like Apple's framework, whose header imports Foundation (LAContext is an NSObject, errors are NSErrors), it re-exports
+// Foundation: `import LocalAuthentication` alone gives `NSError`, `Data` and `NSErrorPointer`'s pointee type.
 #if !canImport(Darwin)
+@_exported import Foundation
 @_exported import KeychainServices
 #endif

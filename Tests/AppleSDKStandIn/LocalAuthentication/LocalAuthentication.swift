@@ -1,7 +1,7 @@
 // Stand-in for the LocalAuthentication framework's Swift interface (LAContext.h, LAError.h), with Apple's
 // types and signatures: `LAContext` is an `NSObject` subclass without a Sendable conformance.
 // Only compiled by Tests/AppleSDKStandIn/check.sh, never run: bodies are placeholders.
-import Foundation
+@_exported import Foundation  // as the framework does: its header imports Foundation
 
 /// Foundation's `NSErrorPointer` on Apple platforms is an autoreleasing pointer, which Linux does not have;
 /// `&error` on an `NSError?` variable converts to either.
