@@ -133,6 +133,21 @@ let package = Package(
         // KeychainServices: LocalAuthentication's names (LAContext, LAError) for ScriptedBiometricContext.
         .target(name: "KeystoneTesting", dependencies: ["Keystone", "KeychainEngine", "KeychainServices"], swiftSettings: settings),
 
+        // tpm2-tss (libtss2-dev on Debian): ESAPI, the TCTI loader, marshalling, response-code decoding. Linux only.
+        .systemLibrary(name: "CTSS2", path: "Sources/CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
+        // Keystone's C boundary to a TPM 2.0 over ESAPI: plain C types only, TSS2 stays behind it.
+        // (The module map's `link` lines reach only Swift importers, pkg-config's only tss2-esys: the C target names
+        // the other libraries itself.)
+        .target(name: "CTPM", dependencies: ["CTSS2"], path: "Sources/CTPM", linkerSettings: [
+            .linkedLibrary("tss2-tctildr", .when(platforms: [.linux])),
+            .linkedLibrary("tss2-mu", .when(platforms: [.linux])),
+            .linkedLibrary("tss2-rc", .when(platforms: [.linux])),
+        ]),
+        // Hardware-bound P-256 keys in a TPM 2.0 (signing and key agreement). Linux only.
+        .target(name: "KeychainTPM", dependencies: [
+            "CTPM", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
+
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
@@ -187,6 +202,10 @@ let package = Package(
         .testTarget(name: "SystemAuthenticationTests", dependencies: [
             "KeychainEngine", "KeychainServices", "DefaultKeychainLock",
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
+        ], swiftSettings: settings),
+        // Against a real software TPM (swtpm, swtpm-tools, tpm2-tools); skipped with the reason when swtpm is missing.
+        .testTarget(name: "KeychainTPMTests", dependencies: [
+            "KeychainTPM", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [

@@ -1,0 +1,105 @@
+// Keystone's C boundary to a TPM 2.0 through tpm2-tss's ESAPI. Plain C types only: no TSS2 type appears here.
+//
+// A handle (ks_tpm) is one ESAPI context on one TCTI connection. ESAPI contexts are not thread-safe: a handle is
+// used by one thread at a time (the Swift layer serializes with a lock). Every call blocks until the TPM answers.
+//
+// Keys: P-256 keys created under the owner hierarchy's primary ECC storage key (the TCG "SRK" ECC template, created
+// again with TPM2_CreatePrimary when a handle first needs it: the same TPM and template always give the same key, so
+// no persistent handle is used). A key's private part leaves the TPM only wrapped by that storage key, and the key is
+// fixedTPM and fixedParent: it can never be duplicated. Its "blob" (a Keystone envelope around the TPM's marshalled
+// TPM2B_PUBLIC and TPM2B_PRIVATE) is useless on another TPM. Every operation loads the blob, uses the key and flushes
+// it again on every path.
+#ifndef KEYSTONE_CTPM_H
+#define KEYSTONE_CTPM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// An open TPM (opaque).
+typedef struct ks_tpm ks_tpm;
+
+/// Kinds of failure (ks_tpm_error.kind).
+#define KS_TPM_OK 0
+/// No TPM, or the connection to it could not be made (no /dev/tpmrm0, nothing listening, TCTI library missing).
+#define KS_TPM_ERR_UNAVAILABLE 1
+/// The blob is not a Keystone TPM key envelope, or it is truncated or corrupted.
+#define KS_TPM_ERR_MALFORMED_BLOB 2
+/// The blob is well formed but this TPM cannot load it: it was made by another TPM (or this TPM was cleared).
+#define KS_TPM_ERR_WRONG_TPM 3
+/// The peer's public key is not a point on P-256.
+#define KS_TPM_ERR_INVALID_PEER_KEY 4
+/// The TPM went away in the middle of the operation (the connection broke). The handle stays unusable.
+#define KS_TPM_ERR_CONNECTION_LOST 5
+/// Anything else: the message says what.
+#define KS_TPM_ERR_OTHER 6
+/// The key cannot do this: a signing key asked for ECDH, or a key-agreement key asked to sign.
+#define KS_TPM_ERR_WRONG_USAGE 7
+
+/// Key usages for ks_tpm_create_key.
+#define KS_TPM_USAGE_SIGN 1
+#define KS_TPM_USAGE_KEY_AGREEMENT 2
+
+/// A failure: its kind, the TSS2 response code (0 when the failure is not the TSS's) and a message with the
+/// response code decoded by Tss2_RC_Decode. Never holds key material.
+typedef struct {
+    int kind;
+    uint32_t rc;
+    char message[256];
+} ks_tpm_error;
+
+/// What the TPM says about itself (TPM2_GetCapability, TPM_CAP_TPM_PROPERTIES).
+typedef struct {
+    /// TPM_PT_MANUFACTURER as text ("IBM", "INTC", "STM ", ...), NUL-terminated, trailing NULs dropped.
+    char manufacturer[5];
+    /// TPM_PT_VENDOR_STRING_1..4, NUL-terminated.
+    char vendor[17];
+    /// TPM_PT_FIRMWARE_VERSION_1 and _2.
+    uint32_t firmware_version_1;
+    uint32_t firmware_version_2;
+    /// TPM_PT_REVISION (e.g. 164 for 1.64) and TPM_PT_YEAR.
+    uint32_t spec_revision;
+    uint32_t spec_year;
+} ks_tpm_properties;
+
+/// Opens a TPM. `tcti_conf` is a tctildr configuration ("device:/dev/tpmrm0", "swtpm:host=127.0.0.1,port=2321",
+/// "tabrmd", ...); NULL lets tctildr pick its default (/dev/tpmrm0, then /dev/tpm0, ...). Returns 0 and sets *out,
+/// or returns -1 and fills *err (KS_TPM_ERR_UNAVAILABLE when nothing answers).
+int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err);
+
+/// Flushes the primary key if loaded, finalizes the ESAPI context and the TCTI. NULL is allowed.
+void ks_tpm_close(ks_tpm *tpm);
+
+/// Creates a P-256 key under the primary storage key: usage KS_TPM_USAGE_SIGN (ECDSA with SHA-256) or
+/// KS_TPM_USAGE_KEY_AGREEMENT (ECDH). On success *blob (free with ks_tpm_free) holds the key's envelope and
+/// pub_x963 its public key (0x04 || X || Y).
+int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
+                      ks_tpm_error *err);
+
+/// Reads a blob's public key and usage without the TPM (nothing is loaded). *usage may be NULL.
+int ks_tpm_blob_public(const uint8_t *blob, size_t blob_len, uint8_t pub_x963[65], int *usage, ks_tpm_error *err);
+
+/// Loads the blob under the primary key, signs the SHA-256 digest (TPM2_Sign, ECDSA with SHA-256, a NULL-hierarchy
+/// validation ticket) and flushes the key. sig_rs = r || s, each left-padded to 32 bytes.
+int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
+                       uint8_t sig_rs[64], ks_tpm_error *err);
+
+/// Loads the blob, computes the ECDH shared point with the peer's public key (TPM2_ECDH_ZGen) and flushes the key.
+/// shared_x = the shared point's X coordinate (what CryptoKit's SharedSecret holds for P-256).
+int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
+                uint8_t shared_x[32], ks_tpm_error *err);
+
+/// Reads the TPM's manufacturer, vendor string, firmware version and specification level.
+int ks_tpm_info(ks_tpm *tpm, ks_tpm_properties *out, ks_tpm_error *err);
+
+/// Frees memory returned by this library.
+void ks_tpm_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,343 @@
+#if os(Linux)
+import CTPM
+import Crypto
+import Foundation
+import Synchronization
+
+// MARK: - Errors
+
+/// Why a TPM operation failed.
+///
+/// ``kind`` is what a caller branches on; ``rc`` is the TSS2 response code when the TPM software stack reported the
+/// failure (0 otherwise), and ``message`` says what failed with the response code decoded. No error carries key
+/// material.
+public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What went wrong, as far as a caller can act on it.
+    public enum Kind: Sendable, Hashable, CustomStringConvertible {
+        /// No TPM answers: no `/dev/tpmrm0` (or no permission on it), nothing listening at the configured TCTI, or
+        /// the TCTI library is missing.
+        case unavailable
+        /// The key's data representation is not a Keystone TPM key, or it is truncated or corrupted.
+        case malformedBlob
+        /// The key's data representation is intact but this TPM cannot load it: another TPM created it (or this
+        /// TPM's owner hierarchy was cleared since). The key cannot be recovered.
+        case wrongTPM
+        /// The peer's public key is not a point on P-256.
+        case invalidPeerKey
+        /// The TPM went away during the operation (the device or the socket broke). The ``TPMDevice`` stays
+        /// unusable; open a new one.
+        case connectionLost
+        /// The key cannot do this: a signing key asked for key agreement, or a key-agreement key asked to sign.
+        case wrongKeyUsage
+        /// Anything else (``TPMError/message`` says what).
+        case other
+
+        public var description: String {
+            switch self {
+            case .unavailable: "unavailable"
+            case .malformedBlob: "malformedBlob"
+            case .wrongTPM: "wrongTPM"
+            case .invalidPeerKey: "invalidPeerKey"
+            case .connectionLost: "connectionLost"
+            case .wrongKeyUsage: "wrongKeyUsage"
+            case .other: "other"
+            }
+        }
+    }
+
+    /// What went wrong.
+    public let kind: Kind
+    /// The TSS2 response code (`TSS2_RC`), or 0 when the failure is not the TPM software stack's.
+    public let rc: UInt32
+    /// What failed, with the response code decoded (by `Tss2_RC_Decode`).
+    public let message: String
+
+    public init(kind: Kind, rc: UInt32 = 0, message: String) {
+        self.kind = kind
+        self.rc = rc
+        self.message = message
+    }
+
+    init(_ error: ks_tpm_error) {
+        let kind: Kind = switch error.kind {
+        case KS_TPM_ERR_UNAVAILABLE: .unavailable
+        case KS_TPM_ERR_MALFORMED_BLOB: .malformedBlob
+        case KS_TPM_ERR_WRONG_TPM: .wrongTPM
+        case KS_TPM_ERR_INVALID_PEER_KEY: .invalidPeerKey
+        case KS_TPM_ERR_CONNECTION_LOST: .connectionLost
+        case KS_TPM_ERR_WRONG_USAGE: .wrongKeyUsage
+        default: .other
+        }
+        let message = withUnsafeBytes(of: error.message) { bytes in
+            String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        self.init(kind: kind, rc: error.rc, message: message.isEmpty ? "TPM operation failed" : message)
+    }
+
+    /// The message and what to do about it.
+    public var description: String {
+        let advice: String = switch kind {
+        case .unavailable:
+            "Check that the machine has a TPM 2.0 (/dev/tpmrm0) and that this user may open it (usually the tss group), "
+                + "or set KEYSTONE_TPM_TCTI (for example swtpm:host=127.0.0.1,port=2321)."
+        case .malformedBlob:
+            "The stored key data is damaged or is not a Keystone TPM key."
+        case .wrongTPM:
+            "TPM keys work only on the TPM that created them (they cannot be copied to another machine, and clearing "
+                + "the TPM destroys them): create a new key."
+        case .invalidPeerKey:
+            "The other party's public key is invalid."
+        case .connectionLost:
+            "The TPM stopped answering; open it again."
+        case .wrongKeyUsage:
+            "Create the key with the usage the operation needs."
+        case .other:
+            ""
+        }
+        let code = rc == 0 ? "" : String(format: " [TSS2_RC 0x%x]", rc)
+        return advice.isEmpty ? "TPM error (\(kind)): \(message)\(code)" : "TPM error (\(kind)): \(message)\(code). \(advice)"
+    }
+}
+
+// MARK: - Keys
+
+/// What a TPM key may do. The TPM enforces it: a signing key cannot agree keys and vice versa.
+public enum TPMKeyUsage: Int32, Sendable, Hashable {
+    /// ECDSA with SHA-256 (the key has the TPM's `sign` attribute).
+    case signing = 1
+    /// ECDH (the key has the TPM's `decrypt` attribute).
+    case keyAgreement = 2
+}
+
+/// A P-256 key in a TPM: its data representation (the private part wrapped by the TPM) and its public key.
+///
+/// - Important: The private key never leaves the TPM in the clear. ``dataRepresentation`` holds it encrypted and
+///   integrity-protected by the TPM's storage key (the owner hierarchy's primary key, derived from a seed that never
+///   leaves the chip), and the key is `fixedTPM` and `fixedParent`: the TPM refuses to duplicate it. The data
+///   representation is therefore safe to store anywhere, and useless on any other TPM (``TPMError/Kind/wrongTPM``).
+///   Clearing the TPM's owner hierarchy destroys every such key.
+public struct TPMKey: Sendable, Hashable {
+    /// What the key may do.
+    public let usage: TPMKeyUsage
+    /// The key's data representation: a versioned Keystone envelope around the TPM's `TPM2B_PUBLIC` and wrapped
+    /// `TPM2B_PRIVATE`. Give it back to ``TPMDevice`` to use the key.
+    public let dataRepresentation: Data
+    /// The public key, ANSI X9.63 (0x04 || X || Y).
+    public let x963Representation: Data
+    /// The public key as an ECDSA verification key.
+    public let signingPublicKey: P256.Signing.PublicKey
+    /// The public key as a key-agreement key.
+    public let keyAgreementPublicKey: P256.KeyAgreement.PublicKey
+
+    public static func == (lhs: TPMKey, rhs: TPMKey) -> Bool {
+        lhs.usage == rhs.usage && lhs.dataRepresentation == rhs.dataRepresentation
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(dataRepresentation) }
+
+    /// Reads a key's usage and public key from its data representation, without a TPM.
+    /// - Throws: ``TPMError`` with ``TPMError/Kind/malformedBlob`` when the data is not an intact Keystone TPM key.
+    public init(dataRepresentation: Data) throws(TPMError) {
+        var x963 = [UInt8](repeating: 0, count: 65)
+        var usage: Int32 = 0
+        var error = ks_tpm_error()
+        let status = dataRepresentation.withUnsafeBytes { blob in
+            ks_tpm_blob_public(blob.baseAddress?.assumingMemoryBound(to: UInt8.self), blob.count, &x963, &usage, &error)
+        }
+        guard status == 0 else { throw TPMError(error) }
+        try self.init(usage: TPMKeyUsage(rawValue: usage) ?? .signing, dataRepresentation: dataRepresentation,
+                      x963: Data(x963))
+    }
+
+    init(usage: TPMKeyUsage, dataRepresentation: Data, x963: Data) throws(TPMError) {
+        do {
+            signingPublicKey = try P256.Signing.PublicKey(x963Representation: x963)
+            keyAgreementPublicKey = try P256.KeyAgreement.PublicKey(x963Representation: x963)
+        } catch {
+            throw TPMError(kind: .malformedBlob, message: "the key's public key is not a valid P-256 point")
+        }
+        self.usage = usage
+        self.dataRepresentation = dataRepresentation
+        x963Representation = x963
+    }
+}
+
+/// What a TPM says about itself (`TPM2_GetCapability`, the fixed TPM properties).
+public struct TPMInfo: Sendable, Hashable {
+    /// `TPM_PT_MANUFACTURER` as text: "IBM" (swtpm), "INTC", "IFX", "STM ", "NTC", "AMD", "MSFT", ...
+    public let manufacturer: String
+    /// `TPM_PT_VENDOR_STRING_1...4` joined.
+    public let vendor: String
+    /// `TPM_PT_FIRMWARE_VERSION_1` and `_2`, as the TPM reports them.
+    public let firmwareVersion1: UInt32
+    public let firmwareVersion2: UInt32
+    /// The TPM 2.0 specification revision (`TPM_PT_REVISION`, 164 = 1.64) and year (`TPM_PT_YEAR`).
+    public let specificationRevision: UInt32
+    public let specificationYear: UInt32
+
+    /// The firmware version as the four 16-bit halves of the two version words ("major.minor.x.y"), the way most
+    /// manufacturers number it.
+    public var firmwareVersion: String {
+        "\(firmwareVersion1 >> 16).\(firmwareVersion1 & 0xFFFF).\(firmwareVersion2 >> 16).\(firmwareVersion2 & 0xFFFF)"
+    }
+}
+
+// MARK: - The device
+
+/// A TPM 2.0, through tpm2-tss's ESAPI: creates P-256 keys that never leave it, signs and agrees keys with them.
+///
+/// Every method blocks the calling thread until the TPM answers (milliseconds for a software TPM, up to about a
+/// second for key creation on a hardware TPM). One ESAPI context serves the whole device and is not thread-safe:
+/// calls from several threads are serialized by a lock.
+///
+/// - Important: Do not call these methods from Swift's cooperative thread pool (an `async` function, a task):
+///   call them from a thread of your own (`Thread`, a `DispatchQueue`). A lost TPM connection fails at once, but a
+///   TPM that stops answering without closing the connection blocks the call.
+/// - Important: What the TPM enforces: the private key is generated inside the TPM (`sensitiveDataOrigin`) and
+///   never leaves it in the clear; it is `fixedTPM` and `fixedParent` (never duplicated); the blob it returns is
+///   wrapped by this TPM's storage key, so it works only with this TPM. Keys need no authorization value
+///   (`userWithAuth` with an empty one): whoever can open the TPM and holds the blob can use the key.
+public final class TPMDevice: Sendable {
+    /// The C handle. Used only while `handle`'s lock is held: that lock is what makes sharing it sound.
+    private struct Handle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    private let handle: Mutex<Handle>
+    /// The TCTI configuration the device was opened with (nil: tctildr's default).
+    public let tcti: String?
+
+    /// Opens the TPM.
+    /// - Parameter tcti: a tctildr configuration: `"device:/dev/tpmrm0"`, `"swtpm:host=127.0.0.1,port=2321"`,
+    ///   `"tabrmd"`, ...; nil for tctildr's default (`/dev/tpmrm0`, then `/dev/tpm0`, ...). See
+    ///   ``defaultTCTI(environment:)``.
+    /// - Throws: ``TPMError`` with ``TPMError/Kind/unavailable`` when no TPM answers there.
+    public init(tcti: String?) throws(TPMError) {
+        var error = ks_tpm_error()
+        var tpm: OpaquePointer?
+        let status: Int32 = if let tcti { ks_tpm_open(tcti, &tpm, &error) } else { ks_tpm_open(nil, &tpm, &error) }
+        guard status == 0, let tpm else { throw TPMError(error) }
+        handle = Mutex(Handle(pointer: tpm))
+        self.tcti = tcti
+    }
+
+    /// Opens the TPM that ``defaultTCTI(environment:)`` names for this process's environment.
+    /// - Throws: ``TPMError`` with ``TPMError/Kind/unavailable`` when no TPM answers there.
+    public convenience init() throws(TPMError) {
+        try self.init(tcti: TPMDevice.defaultTCTI())
+    }
+
+    deinit {
+        handle.withLock { ks_tpm_close($0.pointer) }
+    }
+
+    /// The TCTI configuration to use: `KEYSTONE_TPM_TCTI`, else `TPM2TOOLS_TCTI` or `TCTI` as tpm2-tools read them,
+    /// else nil (tctildr's default: `/dev/tpmrm0`, the kernel's resource manager). Empty values count as unset.
+    public static func defaultTCTI(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        for name in ["KEYSTONE_TPM_TCTI", "TPM2TOOLS_TCTI", "TCTI"] {
+            if let value = environment[name], !value.isEmpty { return value }
+        }
+        return nil
+    }
+
+    /// Creates a P-256 key in the TPM, under the owner hierarchy's primary storage key.
+    /// - Throws: ``TPMError``: ``TPMError/Kind/connectionLost`` when the TPM went away; ``TPMError/Kind/other``
+    ///   when the TPM refuses (for instance when the owner hierarchy has an authorization value).
+    /// - Important: The private key is generated in the TPM and never leaves it; see ``TPMKey``.
+    public func createKey(_ usage: TPMKeyUsage) throws(TPMError) -> TPMKey {
+        var error = ks_tpm_error()
+        var x963 = [UInt8](repeating: 0, count: 65)
+        var blob: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = handle.withLock { ks_tpm_create_key($0.pointer, usage.rawValue, &blob, &length, &x963, &error) }
+        guard status == 0, let blob else { throw TPMError(error) }
+        let data = Data(bytes: blob, count: length)
+        ks_tpm_free(blob)
+        return try TPMKey(usage: usage, dataRepresentation: data, x963: Data(x963))
+    }
+
+    /// Signs a SHA-256 digest with a signing key (`TPM2_Sign`, ECDSA).
+    /// - Parameters:
+    ///   - digest: the SHA-256 digest of the message.
+    ///   - blob: the key's ``TPMKey/dataRepresentation``.
+    /// - Throws: ``TPMError``: ``TPMError/Kind/malformedBlob``, ``TPMError/Kind/wrongTPM``,
+    ///   ``TPMError/Kind/wrongKeyUsage`` (a key-agreement key), ``TPMError/Kind/connectionLost``.
+    public func signature(digest: SHA256Digest, with blob: Data) throws(TPMError) -> P256.Signing.ECDSASignature {
+        try signature(digest: Data(digest), with: blob)
+    }
+
+    /// Signs a 32-byte SHA-256 digest with a signing key (`TPM2_Sign`, ECDSA).
+    /// - Throws: ``TPMError``: ``TPMError/Kind/other`` when the digest is not 32 bytes; else as
+    ///   ``signature(digest:with:)-(SHA256Digest,_)``.
+    public func signature(digest: Data, with blob: Data) throws(TPMError) -> P256.Signing.ECDSASignature {
+        guard digest.count == 32 else {
+            throw TPMError(kind: .other, message: "a SHA-256 digest has 32 bytes, not \(digest.count)")
+        }
+        var error = ks_tpm_error()
+        var rs = [UInt8](repeating: 0, count: 64)
+        let input = [UInt8](digest)
+        let status = handle.withLock { tpm in
+            blob.withUnsafeBytes { key in
+                ks_tpm_sign_digest(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, input, &rs,
+                                   &error)
+            }
+        }
+        guard status == 0 else { throw TPMError(error) }
+        do {
+            return try P256.Signing.ECDSASignature(rawRepresentation: rs)
+        } catch {
+            throw TPMError(kind: .other, message: "the TPM's signature is not a valid P-256 ECDSA signature")
+        }
+    }
+
+    /// ECDH between a key-agreement key and a peer's public key (`TPM2_ECDH_ZGen`).
+    /// - Returns: the shared point's X coordinate, 32 bytes: the bytes of CryptoKit's `SharedSecret` for P-256
+    ///   (derive keys from it with HKDF or X9.63, never use it as a key directly).
+    /// - Throws: ``TPMError``: ``TPMError/Kind/malformedBlob``, ``TPMError/Kind/wrongTPM``,
+    ///   ``TPMError/Kind/wrongKeyUsage`` (a signing key), ``TPMError/Kind/connectionLost``.
+    public func sharedSecret(with peer: P256.KeyAgreement.PublicKey, using blob: Data) throws(TPMError) -> Data {
+        try sharedSecret(withX963: peer.x963Representation, using: blob)
+    }
+
+    /// ECDH with a peer's public key given as ANSI X9.63 bytes (0x04 || X || Y), which the TPM validates.
+    /// - Throws: ``TPMError``: ``TPMError/Kind/invalidPeerKey`` when the bytes are not 65 bytes of an uncompressed
+    ///   point on P-256; else as ``sharedSecret(with:using:)``.
+    public func sharedSecret(withX963 peer: Data, using blob: Data) throws(TPMError) -> Data {
+        guard peer.count == 65 else {
+            throw TPMError(kind: .invalidPeerKey,
+                           message: "the peer's public key has \(peer.count) bytes, not 65 (0x04 || X || Y)")
+        }
+        var error = ks_tpm_error()
+        var x = [UInt8](repeating: 0, count: 32)
+        let point = [UInt8](peer)
+        let status = handle.withLock { tpm in
+            blob.withUnsafeBytes { key in
+                ks_tpm_ecdh(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, point, &x, &error)
+            }
+        }
+        guard status == 0 else { throw TPMError(error) }
+        return Data(x)
+    }
+
+    /// A key's usage and public key, read from its data representation (the TPM is not asked).
+    /// - Throws: ``TPMError`` with ``TPMError/Kind/malformedBlob``.
+    public func publicKey(of blob: Data) throws(TPMError) -> TPMKey {
+        try TPMKey(dataRepresentation: blob)
+    }
+
+    /// The TPM's manufacturer, vendor string, firmware version and specification level.
+    /// - Throws: ``TPMError``: ``TPMError/Kind/connectionLost``, ``TPMError/Kind/other``.
+    public func info() throws(TPMError) -> TPMInfo {
+        var error = ks_tpm_error()
+        var properties = ks_tpm_properties()
+        let status = handle.withLock { ks_tpm_info($0.pointer, &properties, &error) }
+        guard status == 0 else { throw TPMError(error) }
+        func text<T>(_ tuple: T) -> String {
+            withUnsafeBytes(of: tuple) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        }
+        return TPMInfo(manufacturer: text(properties.manufacturer), vendor: text(properties.vendor),
+                       firmwareVersion1: properties.firmware_version_1, firmwareVersion2: properties.firmware_version_2,
+                       specificationRevision: properties.spec_revision, specificationYear: properties.spec_year)
+    }
+}
+#endif

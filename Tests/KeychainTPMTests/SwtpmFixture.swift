@@ -1,0 +1,264 @@
+#if os(Linux)
+import Foundation
+import Glibc
+
+/// A REAL software TPM 2.0 for tests: `swtpm socket --tpm2` with its state in a fresh temporary directory, on free
+/// 127.0.0.1 ports (the TPM port P and its control port P+1), already started up (`--flags
+/// not-need-init,startup-clear`). Each fixture is a different TPM (its own seeds).
+///
+/// Readiness comes from swtpm itself: the fixture connects to the TPM port in a bounded loop (and gives up at once
+/// when swtpm exits, for instance because another process took the port, then retries on other ports). ``stop()``
+/// (or `deinit`) kills swtpm (SIGKILL, then waits for it) and removes the directory. A watchdog shell, whose
+/// standard input is a close-on-exec pipe only this process writes to, does the same when the test process dies
+/// before that: swtpm never outlives the tests.
+final class SwtpmFixture: @unchecked Sendable {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static let swtpmPath = "/usr/bin/swtpm"
+    static let getcapPath = "/usr/bin/tpm2_getcap"
+    static let opensslPath = "/usr/bin/openssl"
+
+    /// Why the fixture cannot run here, or nil. Tests skip with it.
+    static let unavailableReason: String? = {
+        let fm = FileManager.default
+        if !fm.isExecutableFile(atPath: swtpmPath) { return "swtpm not installed (apt-get install swtpm swtpm-tools)" }
+        if !fm.isExecutableFile(atPath: getcapPath) { return "tpm2-tools not installed (apt-get install tpm2-tools)" }
+        if !fm.isExecutableFile(atPath: opensslPath) { return "openssl not installed (apt-get install openssl)" }
+        return nil
+    }()
+
+    let directory: String
+    let port: UInt16
+    private let process: Process
+    private let watchdog: Watchdog
+    private let lock = NSLock()
+    private var stopped = false
+
+    /// The tctildr configuration of this TPM.
+    var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+
+    private init(directory: String, port: UInt16, process: Process, watchdog: Watchdog) {
+        self.directory = directory
+        self.port = port
+        self.process = process
+        self.watchdog = watchdog
+    }
+
+    deinit { stop() }
+
+    /// Starts a fresh swtpm. Blocks (at most about 30 seconds); call it off Swift's cooperative pool.
+    static func start() throws -> SwtpmFixture {
+        if let reason = unavailableReason { throw Failure(description: reason) }
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("keystone-swtpm-\(getpid())-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var lastError = "no attempt"
+        for _ in 0..<8 {
+            guard let port = freePortPair() else { lastError = "no free port pair"; continue }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: swtpmPath)
+            process.arguments = ["socket", "--tpm2", "--tpmstate", "dir=\(directory)",
+                                 "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
+                                 "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1",
+                                 "--flags", "not-need-init,startup-clear",
+                                 "--log", "file=\(directory)/swtpm.log,level=1"]
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do { try process.run() } catch {
+                try? FileManager.default.removeItem(atPath: directory)
+                throw Failure(description: "cannot run swtpm: \(error)")
+            }
+            let watchdog: Watchdog
+            do { watchdog = try Watchdog.start(pid: process.processIdentifier, directory: directory) } catch {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                try? FileManager.default.removeItem(atPath: directory)
+                throw error
+            }
+            let fixture = SwtpmFixture(directory: directory, port: port, process: process, watchdog: watchdog)
+            if fixture.waitListening(within: 20) { return fixture }
+            lastError = "swtpm did not listen on 127.0.0.1:\(port) (exit status \(process.isRunning ? "running" : "\(process.terminationStatus)")): "
+                + ((try? String(contentsOfFile: "\(directory)/swtpm.log", encoding: .utf8)) ?? "")
+            fixture.discard()
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+        throw Failure(description: "swtpm could not start: \(lastError)")
+    }
+
+    /// Kills swtpm (SIGKILL) and waits for it, keeping the directory: the TPM disappears as a pulled device would.
+    func killTPM() {
+        lock.lock()
+        defer { lock.unlock() }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        if stopped { return }
+        stopped = true
+        killProcesses()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Kills the processes of a failed start, keeping the directory for the next attempt.
+    private func discard() {
+        lock.lock()
+        defer { lock.unlock() }
+        stopped = true
+        killProcesses()
+    }
+
+    /// Ends the watchdog first (so it never acts on a pid that exited and was reused), then swtpm.
+    private func killProcesses() {
+        watchdog.end()
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// Connects to the TPM port until it accepts, swtpm exits, or the deadline passes.
+    private func waitListening(within seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if !process.isRunning { return false }
+            if Self.canConnect(port: port) { return true }
+            _ = poll(nil, 0, 10)  // 10 ms between attempts: a refused connect fails at once.
+        }
+        return false
+    }
+
+    private static func canConnect(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
+    /// A port P such that P and P+1 were both free a moment ago (the kernel picks P: bind to port 0).
+    static func freePortPair() -> UInt16? {
+        for _ in 0..<20 {
+            guard let port = bindProbe(0), port < UInt16.max else { continue }
+            if bindProbe(port + 1) != nil { return port }
+        }
+        return nil
+    }
+
+    private static func bindProbe(_ port: UInt16) -> UInt16? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { return nil }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { return nil }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    /// `/bin/sh -c 'read _; kill -KILL PID; rm -rf DIR'`: it acts when its standard input reaches end of file,
+    /// which happens when this process exits (however it dies) or ``end()`` closes the write end.
+    struct Watchdog {
+        let process: Process
+        let input: FileHandle
+
+        static func start(pid: Int32, directory: String) throws -> Watchdog {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "read _; kill -KILL \"$1\" 2>/dev/null; rm -rf -- \"$2\"", "swtpm-watchdog",
+                                 "\(pid)", directory]
+            process.environment = ["PATH": "/usr/bin:/bin"]
+            // Both ends close on exec (pipe2 with O_CLOEXEC; Swift's Glibc module lacks pipe2, so dlsym): Process
+            // gives the read end to the watchdog as its standard input (dup2 clears the flag there), and no other
+            // child (another test's swtpm or watchdog) inherits the write end, which would keep this watchdog from
+            // ever seeing end of file.
+            typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "pipe2") else { throw Failure(description: "no pipe2 in libc") }
+            var fds: [Int32] = [-1, -1]
+            guard unsafeBitCast(symbol, to: Pipe2.self)(&fds, O_CLOEXEC) == 0 else {
+                throw Failure(description: "pipe2 failed: errno \(errno)")
+            }
+            let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+            let writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+            process.standardInput = readEnd
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do { try process.run() } catch {
+                try? readEnd.close()
+                try? writeEnd.close()
+                throw Failure(description: "cannot run the watchdog: \(error)")
+            }
+            try? readEnd.close()
+            return Watchdog(process: process, input: writeEnd)
+        }
+
+        /// Kills the watchdog without letting it act.
+        func end() {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            try? input.close()
+        }
+    }
+
+    /// Runs a tool with a deadline (`timeout`), its output in a file. Returns its status and output.
+    static func run(_ executable: String, _ arguments: [String], within seconds: Int = 30,
+                    environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+        let outputPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("keystone-tpm-tool-\(UUID().uuidString)").path
+        guard FileManager.default.createFile(atPath: outputPath, contents: nil),
+              let output = FileHandle(forWritingAtPath: outputPath) else {
+            throw Failure(description: "cannot create \(outputPath)")
+        }
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        process.arguments = ["-s", "KILL", "\(seconds)", executable] + arguments
+        if let environment { process.environment = environment }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        process.waitUntilExit()
+        try? output.close()
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        return (process.terminationStatus, text)
+    }
+}
+
+/// Runs `body` on a thread of its own (never on Swift's cooperative pool: TPM calls block).
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+}
+
+/// Starts a fresh swtpm for `body` (on a thread of its own) and stops it after.
+func withSwtpm<T: Sendable>(_ body: @escaping @Sendable (SwtpmFixture) throws -> T) async throws -> T {
+    try await onThread {
+        let fixture = try SwtpmFixture.start()
+        defer { fixture.stop() }
+        return try body(fixture)
+    }
+}
+#endif
