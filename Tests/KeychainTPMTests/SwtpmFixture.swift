@@ -32,7 +32,7 @@ final class SwtpmFixture: @unchecked Sendable {
     let directory: String
     let port: UInt16
     private let process: Process
-    private let watchdog: Watchdog
+    private var watchdog: Watchdog
     private let lock = NSLock()
     private var stopped = false
 
@@ -53,10 +53,20 @@ final class SwtpmFixture: @unchecked Sendable {
         if let reason = unavailableReason { throw Failure(description: reason) }
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("keystone-swtpm-\(getpid())-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var lastError = "no attempt"
         for _ in 0..<8 {
             guard let port = freePortPair() else { lastError = "no free port pair"; continue }
+            // The watchdog first, then swtpm, then swtpm's pid to the watchdog: there is no moment at which swtpm
+            // runs unwatched (but the one write).
+            let watchdog: Watchdog
+            do {
+                watchdog = try Watchdog.start(directory: directory)
+                // Created once the watchdog runs: it removes the directory if this process dies from here on.
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                try? FileManager.default.removeItem(atPath: directory)
+                throw error
+            }
             let process = Process()
             process.executableURL = URL(fileURLWithPath: swtpmPath)
             process.arguments = ["socket", "--tpm2", "--tpmstate", "dir=\(directory)",
@@ -68,16 +78,11 @@ final class SwtpmFixture: @unchecked Sendable {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             do { try process.run() } catch {
+                watchdog.end()
                 try? FileManager.default.removeItem(atPath: directory)
                 throw Failure(description: "cannot run swtpm: \(error)")
             }
-            let watchdog: Watchdog
-            do { watchdog = try Watchdog.start(pid: process.processIdentifier, directory: directory) } catch {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                try? FileManager.default.removeItem(atPath: directory)
-                throw error
-            }
+            watchdog.watch(process.processIdentifier)
             let fixture = SwtpmFixture(directory: directory, port: port, process: process, watchdog: watchdog)
             if fixture.waitListening(within: 20) { return fixture }
             lastError = "swtpm did not listen on 127.0.0.1:\(port) (exit status \(process.isRunning ? "running" : "\(process.terminationStatus)")): "
@@ -89,11 +94,14 @@ final class SwtpmFixture: @unchecked Sendable {
     }
 
     /// Kills swtpm (SIGKILL) and waits for it, keeping the directory: the TPM disappears as a pulled device would.
-    func killTPM() {
+    /// A new watchdog, with no pid to kill (swtpm's may be reused from now on), keeps removing the directory.
+    func killTPM() throws {
         lock.lock()
         defer { lock.unlock() }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        let next = try Watchdog.start(directory: directory)
+        next.watch(nil)
+        killProcesses()
+        watchdog = next
     }
 
     func stop() {
@@ -101,7 +109,11 @@ final class SwtpmFixture: @unchecked Sendable {
         defer { lock.unlock() }
         if stopped { return }
         stopped = true
-        killProcesses()
+        // The watchdog does the work (kills swtpm, removes the directory), so that this process dying at any
+        // moment of stop() leaves nothing behind; swtpm is not reaped before, so its pid cannot have been reused.
+        watchdog.finish()
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -114,9 +126,13 @@ final class SwtpmFixture: @unchecked Sendable {
     }
 
     /// Ends the watchdog first (so it never acts on a pid that exited and was reused), then swtpm.
+    /// Both are signalled before either is waited for (Foundation's waitUntilExit polls, slowly): a test process
+    /// killed in between leaves nothing behind. swtpm's pid cannot be reused before the watchdog is dead, as the
+    /// watchdog is signalled first.
     private func killProcesses() {
-        watchdog.end()
+        watchdog.signal()
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        watchdog.end()
         process.waitUntilExit()
     }
 
@@ -175,17 +191,20 @@ final class SwtpmFixture: @unchecked Sendable {
         return UInt16(bigEndian: address.sin_port)
     }
 
-    /// `/bin/sh -c 'read _; kill -KILL PID; rm -rf DIR'`: it acts when its standard input reaches end of file,
-    /// which happens when this process exits (however it dies) or ``end()`` closes the write end.
+    /// `/bin/sh -c 'read pid; read _; kill -KILL $pid; rm -rf DIR'`: it reads swtpm's pid (``watch(_:)``), then acts
+    /// when its standard input reaches end of file, which happens when this process exits, however it dies.
     struct Watchdog {
         let process: Process
         let input: FileHandle
 
-        static func start(pid: Int32, directory: String) throws -> Watchdog {
+        static func start(directory: String) throws -> Watchdog {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "read _; kill -KILL \"$1\" 2>/dev/null; rm -rf -- \"$2\"", "swtpm-watchdog",
-                                 "\(pid)", directory]
+            // kill returns before swtpm is gone, and a dying swtpm may still create a file in the directory:
+            // rm -rf is retried (at most 50 times, 0.1 s apart) until the directory is gone.
+            process.arguments = ["-c", "read -r pid; read -r _; [ -n \"$pid\" ] && kill -KILL \"$pid\" 2>/dev/null; "
+                                 + "n=0; while [ -e \"$1\" ] && [ $n -lt 50 ]; do rm -rf -- \"$1\"; [ -e \"$1\" ] && sleep 0.1; "
+                                 + "n=$((n+1)); done", "swtpm-watchdog", directory]
             process.environment = ["PATH": "/usr/bin:/bin"]
             // Both ends close on exec (pipe2 with O_CLOEXEC; Swift's Glibc module lacks pipe2, so dlsym): Process
             // gives the read end to the watchdog as its standard input (dup2 clears the flag there), and no other
@@ -211,19 +230,36 @@ final class SwtpmFixture: @unchecked Sendable {
             return Watchdog(process: process, input: writeEnd)
         }
 
-        /// Kills the watchdog without letting it act.
-        func end() {
+        /// Gives the watchdog the pid to kill (nil: none, it will only remove the directory).
+        func watch(_ pid: Int32?) { try? input.write(contentsOf: Data("\(pid.map(String.init) ?? "")\n".utf8)) }
+
+        /// Closes the watchdog's input: it kills swtpm and removes the directory. Waits for it (at most about 5 s).
+        func finish() {
+            try? input.close()
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning && Date() < deadline { _ = poll(nil, 0, 5) }
+            signal()
+            process.waitUntilExit()
+        }
+
+        /// Sends SIGKILL to the watchdog (it never acts after this).
+        func signal() {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+
+        /// Kills the watchdog without letting it act, and waits for it.
+        func end() {
+            signal()
             process.waitUntilExit()
             try? input.close()
         }
     }
 
     /// Runs a tool with a deadline (`timeout`), its output in a file. Returns its status and output.
-    static func run(_ executable: String, _ arguments: [String], within seconds: Int = 30,
-                    environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
-        let outputPath = FileManager.default.temporaryDirectory
-            .appendingPathComponent("keystone-tpm-tool-\(UUID().uuidString)").path
+    func run(_ executable: String, _ arguments: [String], within seconds: Int = 30,
+             environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+        // In the fixture's directory, which the watchdog removes even if this process dies.
+        let outputPath = "\(directory)/tool-\(UUID().uuidString).out"
         guard FileManager.default.createFile(atPath: outputPath, contents: nil),
               let output = FileHandle(forWritingAtPath: outputPath) else {
             throw Failure(description: "cannot create \(outputPath)")

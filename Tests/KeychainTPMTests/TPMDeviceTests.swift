@@ -49,14 +49,14 @@ struct TPMDeviceTests {
                                                              encoding: .utf8)
             try signature.derRepresentation.write(to: URL(fileURLWithPath: "\(directory)/sig.der"))
             try message.write(to: URL(fileURLWithPath: "\(directory)/msg"))
-            let verified = try SwtpmFixture.run(SwtpmFixture.opensslPath, [
+            let verified = try fixture.run(SwtpmFixture.opensslPath, [
                 "dgst", "-sha256", "-verify", "\(directory)/pub.pem", "-signature", "\(directory)/sig.der",
                 "\(directory)/msg",
             ])
             #expect(verified.status == 0, "openssl: \(verified.output)")
             #expect(verified.output.contains("Verified OK"))
             try Data("tampered".utf8).write(to: URL(fileURLWithPath: "\(directory)/msg"))
-            let refused = try SwtpmFixture.run(SwtpmFixture.opensslPath, [
+            let refused = try fixture.run(SwtpmFixture.opensslPath, [
                 "dgst", "-sha256", "-verify", "\(directory)/pub.pem", "-signature", "\(directory)/sig.der",
                 "\(directory)/msg",
             ])
@@ -189,7 +189,7 @@ struct TPMDeviceTests {
             let device = try TPMDevice(tcti: fixture.tcti)
             let key = try device.createKey(.signing)
             _ = try device.signature(digest: SHA256.hash(data: Data("before".utf8)), with: key.dataRepresentation)
-            fixture.killTPM()
+            try fixture.killTPM()
             // Bounded: the operation runs on a thread of its own and must end within 30 seconds.
             let outcome = Locked<Result<Void, TPMError>?>(nil)
             let done = DispatchSemaphore(value: 0)
@@ -219,7 +219,7 @@ struct TPMDeviceTests {
     func infoMatchesGetcap() async throws {
         try await withSwtpm { fixture in
             // swtpm serves one connection at a time: tpm2_getcap runs before the device opens its connection.
-            let getcap = try SwtpmFixture.run(SwtpmFixture.getcapPath, ["-T", fixture.tcti, "properties-fixed"])
+            let getcap = try fixture.run(SwtpmFixture.getcapPath, ["-T", fixture.tcti, "properties-fixed"])
             #expect(getcap.status == 0, "tpm2_getcap: \(getcap.output)")
             let lines = getcap.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
             func field(_ property: String, _ key: String) -> String? {
