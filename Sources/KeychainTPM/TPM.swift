@@ -197,6 +197,9 @@ public struct TPMInfo: Sendable, Hashable {
 ///   never leaves it in the clear; it is `fixedTPM` and `fixedParent` (never duplicated); the blob it returns is
 ///   wrapped by this TPM's storage key, so it works only with this TPM. Keys need no authorization value
 ///   (`userWithAuth` with an empty one): whoever can open the TPM and holds the blob can use the key.
+///
+/// tpm2-tss logs failures to standard error (`ERROR:esys:...`), including those this type reports as a
+/// ``TPMError``; `TSS2_LOG=all+NONE` in the environment silences it.
 public final class TPMDevice: Sendable {
     /// The C handle. Used only while `handle`'s lock is held: that lock is what makes sharing it sound.
     private struct Handle: @unchecked Sendable {

@@ -239,6 +239,31 @@ struct TPMDeviceTests {
         }
     }
 
+    @Test("Every path flushes what it loaded: after successes and refusals, tpm2_getcap finds no transient object")
+    func noTransientObjectsLeft() async throws {
+        try await withSwtpm { fixture in
+            do {
+                let device = try TPMDevice(tcti: fixture.tcti)
+                let signing = try device.createKey(.signing)
+                let agreement = try device.createKey(.keyAgreement)
+                let digest = SHA256.hash(data: Data("x".utf8))
+                let peer = P256.KeyAgreement.PrivateKey().publicKey
+                var offCurve = peer.x963Representation
+                offCurve[64] ^= 0x01
+                for _ in 0..<3 {  // more than swtpm's 3 transient object slots: a leak would make these fail
+                    _ = try device.signature(digest: digest, with: signing.dataRepresentation)
+                    _ = try device.sharedSecret(with: peer, using: agreement.dataRepresentation)
+                    #expect(throws: TPMError.self) { _ = try device.signature(digest: digest, with: agreement.dataRepresentation) }
+                    #expect(throws: TPMError.self) { _ = try device.sharedSecret(with: peer, using: signing.dataRepresentation) }
+                    #expect(throws: TPMError.self) { _ = try device.sharedSecret(withX963: offCurve, using: agreement.dataRepresentation) }
+                }
+            }  // the device is released here: it flushes its primary key and closes the connection
+            let handles = try fixture.run(SwtpmFixture.getcapPath, ["-T", fixture.tcti, "handles-transient"])
+            #expect(handles.status == 0, "tpm2_getcap: \(handles.output)")
+            #expect(!handles.output.contains("0x80"), "transient objects left: \(handles.output)")
+        }
+    }
+
     @Test("Four threads signing at once on one TPMDevice: every signature verifies")
     func concurrentSigning() async throws {
         try await withSwtpm { fixture in
