@@ -138,14 +138,14 @@ let package = Package(
         // Keystone's C boundary to a TPM 2.0 over ESAPI: plain C types only, TSS2 stays behind it.
         // (The module map's `link` lines reach only Swift importers, pkg-config's only tss2-esys: the C target names
         // the other libraries itself.)
-        .target(name: "CTPM", dependencies: ["CTSS2"], path: "Sources/CTPM", linkerSettings: [
+        .target(name: "CTPM", dependencies: [.target(name: "CTSS2", condition: .when(platforms: linuxOnly))], path: "Sources/CTPM", linkerSettings: [
             .linkedLibrary("tss2-tctildr", .when(platforms: [.linux])),
             .linkedLibrary("tss2-mu", .when(platforms: [.linux])),
             .linkedLibrary("tss2-rc", .when(platforms: [.linux])),
         ]),
         // Hardware-bound P-256 keys in a TPM 2.0 (signing and key agreement). Linux only.
         .target(name: "KeychainTPM", dependencies: [
-            "CTPM", .product(name: "Crypto", package: "swift-crypto"),
+            .target(name: "CTPM", condition: .when(platforms: linuxOnly)), .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
         // The `keystone` command-line tool, with macOS `security`'s verbs.
