@@ -190,6 +190,8 @@ let package = Package(
         // One suite at a time owns the process-wide default keychain of the SecItem functions (tests of every target
         // run in one process, in parallel).
         .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
+        // Cleans up after a test fixture's daemons when the test process dies without doing it (fprintd, swtpm).
+        .target(name: "ProcessWatchdog", path: "Tests/ProcessWatchdog", swiftSettings: settings),
         // A real, private Secret Service (its own dbus-daemon and gnome-keyring-daemon) for tests and benchmarks.
         .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",
                 swiftSettings: settings),
@@ -200,12 +202,12 @@ let package = Package(
         ], swiftSettings: settings),
 
         .testTarget(name: "SystemAuthenticationTests", dependencies: [
-            "KeychainEngine", "KeychainServices", "DefaultKeychainLock",
+            "KeychainEngine", "KeychainServices", "DefaultKeychainLock", "ProcessWatchdog",
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
         ], swiftSettings: settings),
         // Against a real software TPM (swtpm, swtpm-tools, tpm2-tools); skipped with the reason when swtpm is missing.
         .testTarget(name: "KeychainTPMTests", dependencies: [
-            "KeychainTPM", .product(name: "Crypto", package: "swift-crypto"),
+            "KeychainTPM", "ProcessWatchdog", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [

@@ -1,5 +1,6 @@
 #if os(Linux)
 import Foundation
+import ProcessWatchdog
 import Glibc
 
 /// A REAL software TPM 2.0 for tests: `swtpm socket --tpm2` with its state in a fresh temporary directory, on free
@@ -84,7 +85,7 @@ final class SwtpmFixture: @unchecked Sendable {
             }
             watchdog.watch(process.processIdentifier)
             let fixture = SwtpmFixture(directory: directory, port: port, process: process, watchdog: watchdog)
-            if fixture.waitListening(within: 20) { return fixture }
+            if fixture.waitListening(within: 60) { return fixture }
             lastError = "swtpm did not listen on 127.0.0.1:\(port) (exit status \(process.isRunning ? "running" : "\(process.terminationStatus)")): "
                 + ((try? String(contentsOfFile: "\(directory)/swtpm.log", encoding: .utf8)) ?? "")
             fixture.discard()
@@ -191,72 +192,43 @@ final class SwtpmFixture: @unchecked Sendable {
         return UInt16(bigEndian: address.sin_port)
     }
 
-    /// `/bin/sh -c 'read pid; read _; kill -KILL $pid; rm -rf DIR'`: it reads swtpm's pid (``watch(_:)``), then acts
-    /// when its standard input reaches end of file, which happens when this process exits, however it dies.
+    /// The fixture's watchdog: reads swtpm's pid, and on end of file kills it and removes the directory. kill returns
+    /// before swtpm is gone, and a dying swtpm may still create a file in the directory: rm -rf is retried (at most
+    /// 50 times, 0.1 s apart) until the directory is gone.
     struct Watchdog {
-        let process: Process
-        let input: FileHandle
+        let shell: ProcessWatchdog
 
         static func start(directory: String) throws -> Watchdog {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            // kill returns before swtpm is gone, and a dying swtpm may still create a file in the directory:
-            // rm -rf is retried (at most 50 times, 0.1 s apart) until the directory is gone.
-            process.arguments = ["-c", "read -r pid; read -r _; [ -n \"$pid\" ] && kill -KILL \"$pid\" 2>/dev/null; "
-                                 + "n=0; while [ -e \"$1\" ] && [ $n -lt 50 ]; do rm -rf -- \"$1\"; [ -e \"$1\" ] && sleep 0.1; "
-                                 + "n=$((n+1)); done", "swtpm-watchdog", directory]
-            process.environment = ["PATH": "/usr/bin:/bin"]
-            // Both ends close on exec (pipe2 with O_CLOEXEC; Swift's Glibc module lacks pipe2, so dlsym): Process
-            // gives the read end to the watchdog as its standard input (dup2 clears the flag there), and no other
-            // child (another test's swtpm or watchdog) inherits the write end, which would keep this watchdog from
-            // ever seeing end of file.
-            typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "pipe2") else { throw Failure(description: "no pipe2 in libc") }
-            var fds: [Int32] = [-1, -1]
-            guard unsafeBitCast(symbol, to: Pipe2.self)(&fds, O_CLOEXEC) == 0 else {
-                throw Failure(description: "pipe2 failed: errno \(errno)")
+            do {
+                return Watchdog(shell: try ProcessWatchdog.start(
+                    script: "read -r pid; read -r _; [ -n \"$pid\" ] && kill -KILL \"$pid\" 2>/dev/null; "
+                        + "n=0; while [ -e \"$1\" ] && [ $n -lt 50 ]; do rm -rf -- \"$1\"; [ -e \"$1\" ] && sleep 0.1; "
+                        + "n=$((n+1)); done", name: "swtpm-watchdog", arguments: [directory]))
+            } catch {
+                throw Failure(description: "\(error)")
             }
-            let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
-            let writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
-            process.standardInput = readEnd
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch {
-                try? readEnd.close()
-                try? writeEnd.close()
-                throw Failure(description: "cannot run the watchdog: \(error)")
-            }
-            try? readEnd.close()
-            return Watchdog(process: process, input: writeEnd)
         }
 
         /// Gives the watchdog the pid to kill (nil: none, it will only remove the directory).
-        func watch(_ pid: Int32?) { try? input.write(contentsOf: Data("\(pid.map(String.init) ?? "")\n".utf8)) }
+        func watch(_ pid: Int32?) { shell.send(pid.map(String.init) ?? "") }
 
         /// Closes the watchdog's input: it kills swtpm and removes the directory. Waits for it (at most about 5 s).
         func finish() {
-            try? input.close()
+            try? shell.input.close()
             let deadline = Date().addingTimeInterval(5)
-            while process.isRunning && Date() < deadline { _ = poll(nil, 0, 5) }
-            signal()
-            process.waitUntilExit()
+            while shell.process.isRunning && Date() < deadline { _ = poll(nil, 0, 5) }
+            shell.end()
         }
 
         /// Sends SIGKILL to the watchdog (it never acts after this).
-        func signal() {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
+        func signal() { shell.signal() }
 
         /// Kills the watchdog without letting it act, and waits for it.
-        func end() {
-            signal()
-            process.waitUntilExit()
-            try? input.close()
-        }
+        func end() { shell.end() }
     }
 
     /// Runs a tool with a deadline (`timeout`), its output in a file. Returns its status and output.
-    func run(_ executable: String, _ arguments: [String], within seconds: Int = 30,
+    func run(_ executable: String, _ arguments: [String], within seconds: Int = 120,
              environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
         // In the fixture's directory, which the watchdog removes even if this process dies.
         let outputPath = "\(directory)/tool-\(UUID().uuidString).out"

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Foundation
+import ProcessWatchdog
 import Glibc
 import Testing
 
@@ -51,55 +52,22 @@ final class FprintdFixture: @unchecked Sendable {
     /// Kills every process of the fixture and removes ``root`` when the test process dies without ``stop()``: it
     /// collects their pids on its standard input and acts on end of file, which the kernel delivers when the test
     /// process exits, however it exits.
-    private let watchdog: Watchdog
+    private let watchdog: ProcessWatchdog
 
-    private init(root: String, busAddress: String, watchdog: Watchdog) {
+    private init(root: String, busAddress: String, watchdog: ProcessWatchdog) {
         self.root = root
         self.busAddress = busAddress
         self.watchdog = watchdog
     }
 
-    /// The watchdog process and the write end of its standard input.
-    struct Watchdog {
-        let process: Process
-        let input: FileHandle
-
-        static func start(root: String) throws -> Watchdog {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "pids=; while read -r pid; do pids=\"$pids $pid\"; done; "
-                                 + "[ -n \"$pids\" ] && kill -KILL $pids 2>/dev/null; rm -rf -- \"$1\"", "fprintd-watchdog", root]
-            process.environment = ["PATH": "/usr/bin:/bin"]
-            // Both ends close on exec (pipe2 with O_CLOEXEC): Foundation's Process gives the read end to the watchdog
-            // as its standard input (dup2 clears the flag there), and no other child inherits the write end, which
-            // would keep the watchdog from ever seeing end of file.
-            typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "pipe2") else { throw Failure(description: "no pipe2 in libc") }
-            var fds: [Int32] = [-1, -1]
-            guard unsafeBitCast(symbol, to: Pipe2.self)(&fds, O_CLOEXEC) == 0 else {
-                throw Failure(description: "pipe2 failed: errno \(errno)")
-            }
-            let readEnd = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
-            let writeEnd = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
-            process.standardInput = readEnd
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch {
-                try? readEnd.close()
-                try? writeEnd.close()
-                throw error
-            }
-            try? readEnd.close()
-            return Watchdog(process: process, input: writeEnd)
-        }
-
-        func watch(_ pid: Int32) { try? input.write(contentsOf: Data("\(pid)\n".utf8)) }
-
-        /// Ends the watchdog first, so that it never acts on pids that exited and were reused.
-        func end() {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            try? input.close()
+    /// The fixture's watchdog: collects the pids of its processes, and on end of file kills them and removes the
+    /// directory.
+    enum Watchdog {
+        static func start(root: String) throws -> ProcessWatchdog {
+            try ProcessWatchdog.start(
+                script: "pids=; while read -r pid; do pids=\"$pids $pid\"; done; "
+                    + "[ -n \"$pids\" ] && kill -KILL $pids 2>/dev/null; rm -rf -- \"$1\"",
+                name: "fprintd-watchdog", arguments: [root])
         }
     }
 
@@ -136,7 +104,7 @@ final class FprintdFixture: @unchecked Sendable {
             </busconfig>
 
             """
-        let watchdog: Watchdog
+        let watchdog: ProcessWatchdog
         do { watchdog = try Watchdog.start(root: root) } catch {
             try? FileManager.default.removeItem(atPath: root)
             throw error
@@ -157,7 +125,7 @@ final class FprintdFixture: @unchecked Sendable {
             try? FileManager.default.removeItem(atPath: root)
             throw error
         }
-        watchdog.watch(bus.processIdentifier)
+        watchdog.send("\(bus.processIdentifier)")
         closeLogs(of: bus)
         let address: String
         do {
@@ -380,7 +348,7 @@ final class FprintdFixture: @unchecked Sendable {
             try process.run()
             Self.closeLogs(of: process)
             processes.append(child)
-            watchdog.watch(process.processIdentifier)
+            watchdog.send("\(process.processIdentifier)")
             return child
         }
     }
