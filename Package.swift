@@ -18,9 +18,11 @@ let linuxOnly: [Platform] = [.linux, .android, .openbsd, .windows]
 #if canImport(Darwin)
 let securityModule = "KeystoneSecurityPlaceholder"
 let localAuthenticationModule = "KeystoneLocalAuthenticationPlaceholder"
+let cryptoKitModule = "KeystoneCryptoKitPlaceholder"
 #else
 let securityModule = "Security"
 let localAuthenticationModule = "LocalAuthentication"
+let cryptoKitModule = "CryptoKit"
 #endif
 
 let package = Package(
@@ -37,6 +39,8 @@ let package = Package(
         // `linuxOnly` (`condition: .when(platforms: [.linux, ...])`): on Apple platforms the SDK's frameworks are meant.
         .library(name: "Security", targets: [securityModule]),
         .library(name: "LocalAuthentication", targets: [localAuthenticationModule]),
+        // `import CryptoKit` on Linux: swift-crypto's Crypto and CryptoKit's SecureEnclave (on the TPM). Linux only too.
+        .library(name: "CryptoKit", targets: [cryptoKitModule]),
         .executable(name: "keystone", targets: ["KeystoneCLI"]),
         .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
     ],
@@ -45,7 +49,8 @@ let package = Package(
     traits: [
         .trait(name: "SecretService", description: "The freedesktop Secret Service as a keychain storage on Linux (libsecret)."),
         .trait(name: "SystemAuthentication", description: "LAContext on Linux backed by PAM (the login password) and fprintd (fingerprint readers): libpam0g-dev, libglib2.0-dev."),
-        .default(enabledTraits: ["SecretService", "SystemAuthentication"]),
+        .trait(name: "TPM", description: "The TPM 2.0 as the Secure Enclave on Linux (kSecAttrTokenIDSecureEnclave keys, CryptoKit's SecureEnclave, TPM-sealed keychain files): libtss2-dev."),
+        .default(enabledTraits: ["SecretService", "SystemAuthentication", "TPM"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
@@ -100,6 +105,7 @@ let package = Package(
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
             // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
             // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
@@ -122,6 +128,11 @@ let package = Package(
         // and on an Apple host they are named apart (see `securityModule`).
         .target(name: securityModule, dependencies: ["KeychainServices"], path: "Sources/Security", swiftSettings: settings),
         .target(name: localAuthenticationModule, dependencies: ["KeychainServices"], path: "Sources/LocalAuthentication", swiftSettings: settings),
+        // CryptoKit's names on Linux: swift-crypto re-exported, and `SecureEnclave` on KeychainServices' Secure
+        // Enclave token (the TPM). Empty when built for an Apple platform; named apart on an Apple host.
+        .target(name: cryptoKitModule, dependencies: [
+            "KeychainServices", "KeychainEngine", .product(name: "Crypto", package: "swift-crypto"),
+        ], path: "Sources/CryptoKit", swiftSettings: settings),
 
         // The typed Swift API, the same source on every platform.
         .target(name: "Keystone", dependencies: [
@@ -145,6 +156,7 @@ let package = Package(
         ]),
         // Hardware-bound P-256 keys in a TPM 2.0 (signing and key agreement). Linux only.
         .target(name: "KeychainTPM", dependencies: [
+            "KeychainEngine",
             .target(name: "CTPM", condition: .when(platforms: linuxOnly)), .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
@@ -192,6 +204,8 @@ let package = Package(
         .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
         // Cleans up after a test fixture's daemons when the test process dies without doing it (fprintd, swtpm).
         .target(name: "ProcessWatchdog", path: "Tests/ProcessWatchdog", swiftSettings: settings),
+        // A real software TPM (swtpm) per test, for every target that tests against a TPM.
+        .target(name: "Swtpm", dependencies: ["ProcessWatchdog"], path: "Tests/Swtpm", swiftSettings: settings),
         // A real, private Secret Service (its own dbus-daemon and gnome-keyring-daemon) for tests and benchmarks.
         .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",
                 swiftSettings: settings),
@@ -207,7 +221,7 @@ let package = Package(
         ], swiftSettings: settings),
         // Against a real software TPM (swtpm, swtpm-tools, tpm2-tools); skipped with the reason when swtpm is missing.
         .testTarget(name: "KeychainTPMTests", dependencies: [
-            "KeychainTPM", "ProcessWatchdog", .product(name: "Crypto", package: "swift-crypto"),
+            "KeychainTPM", "KeychainEngine", "Swtpm", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [

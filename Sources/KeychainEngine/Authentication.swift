@@ -284,3 +284,42 @@ public final class AuthenticationContext: Sendable, Hashable {
     public static func == (lhs: AuthenticationContext, rhs: AuthenticationContext) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
+
+/// The authentication a protected secret or private key needs before one use, as the keychain asks it: the
+/// engine before it returns a protected item's data, and on Linux the SecKey and CryptoKit `SecureEnclave` layers
+/// before each use of a key made with `.privateKeyUsage` and an authentication flag.
+///
+/// The rules, in order (Apple's, as the engine applies them to items):
+/// 1. Flags that need no authentication (none, or only `.privateKeyUsage`) pass.
+/// 2. An invalidated context fails with `errSecAuthFailed`; a context whose last success is within its reuse
+///    duration passes without asking.
+/// 3. A context with `interactionNotAllowed` (or `allowsInteraction == false`: `kSecUseAuthenticationUIFail`)
+///    fails with `errSecInteractionNotAllowed`.
+/// 4. Otherwise the authenticator asks the person; a success is recorded on the context; any other outcome
+///    fails with its status (`errSecUserCanceled`, `errSecAuthFailed`, `errSecInteractionNotAllowed`).
+public enum AuthenticationGate {
+    /// Authenticates one use. Blocks while the person is asked: call it off Swift's cooperative pool.
+    /// - Throws: ``EngineError`` with `errSecAuthFailed`, `errSecUserCanceled` or `errSecInteractionNotAllowed`.
+    public static func authorize(_ flags: AccessControlFlags, itemClass: ItemClass, operation: String,
+                                 prompt: String?, context: AuthenticationContext?, allowsInteraction: Bool = true,
+                                 authenticator: any Authenticator, now: Date) throws(EngineError) {
+        guard flags.requiresAuthentication else { return }
+        if let context {
+            if context.isInvalidated { throw EngineError(Status.authFailed, "the authentication context was invalidated") }
+            if context.covers(now) { return }
+            if context.interactionNotAllowed {
+                throw EngineError.interactionNotAllowed("an authentication is needed and the context does not allow interaction")
+            }
+        }
+        if !allowsInteraction {
+            throw EngineError.interactionNotAllowed("an authentication is needed and kSecUseAuthenticationUI is Fail")
+        }
+        let request = AuthenticationRequest(itemClass: itemClass, flags: flags, operationPrompt: prompt,
+                                            operation: operation, cancellation: context?.cancellation)
+        let outcome = authenticator.authenticate(request)
+        if let status = outcome.status {
+            throw EngineError(status, "authentication ended with '\(outcome.rawValue)'")
+        }
+        context?.recordSuccess(at: now)
+    }
+}

@@ -455,21 +455,8 @@ public final class KeychainEngine: Sendable {
         case .fail: throw EngineError.interactionNotAllowed("the item needs an authentication and kSecUseAuthenticationUI is Fail")
         case .allow: break
         }
-        let now = config.now()
-        if let context = q.context {
-            if context.isInvalidated { throw EngineError(Status.authFailed, "the authentication context was invalidated") }
-            if context.covers(now) { return true }
-            if context.interactionNotAllowed {
-                throw EngineError.interactionNotAllowed("the item needs an authentication and the context does not allow interaction")
-            }
-        }
-        let request = AuthenticationRequest(itemClass: item.itemClass, flags: ac.flags, operationPrompt: q.prompt,
-                                            operation: operation, cancellation: q.context?.cancellation)
-        let outcome = authenticator.authenticate(request)
-        if let status = outcome.status {
-            throw EngineError(status, "authentication ended with '\(outcome.rawValue)'")
-        }
-        q.context?.recordSuccess(at: now)
+        try AuthenticationGate.authorize(ac.flags, itemClass: item.itemClass, operation: operation, prompt: q.prompt,
+                                         context: q.context, authenticator: authenticator, now: config.now())
         return true
     }
 

@@ -8,6 +8,9 @@ import KeychainSecretService
 #if canImport(SystemAuthentication)
 import SystemAuthentication
 #endif
+#if canImport(KeychainTPM)
+import KeychainTPM
+#endif
 
 /// The keychain the global `SecItem*` functions act on in this process.
 ///
@@ -99,6 +102,34 @@ public enum KeychainServicesDefaults {
     public static func currentClock() -> @Sendable () -> Date {
         if let engine = state.current.engine { return engine.configuration.now }
         return { Date() }
+    }
+
+    /// The Secure Enclave of this process: the token that makes and uses `kSecAttrTokenIDSecureEnclave` keys and
+    /// CryptoKit's `SecureEnclave` keys. By default, on Linux with the `TPM` trait, the TPM 2.0 that
+    /// `KEYSTONE_TPM_TCTI` (or tpm2-tools' `TPM2TOOLS_TCTI` / `TCTI`) names, else `/dev/tpmrm0`; nil (no Secure
+    /// Enclave, as on a simulator) without the trait or when `KEYSTONE_SECURE_ENCLAVE=none`. Nothing is opened
+    /// until a key is made or used.
+    public static var secureEnclave: (any SecureEnclaveToken)? {
+        get { enclave.current }
+        set { enclave.withLock { $0 = newValue } }
+    }
+
+    /// Uses `token` as the Secure Enclave from now on (nil: none). Keys made by another token stay unusable
+    /// (`errSecDecode`) until it is used again.
+    public static func useSecureEnclave(_ token: (any SecureEnclaveToken)?) {
+        secureEnclave = token
+    }
+
+    private static let enclave = Locked<(any SecureEnclaveToken)?>(standardSecureEnclave())
+
+    /// The token ``secureEnclave`` starts as, for `environment`.
+    public static func standardSecureEnclave(environment: [String: String] = ProcessInfo.processInfo.environment) -> (any SecureEnclaveToken)? {
+        if environment["KEYSTONE_SECURE_ENCLAVE"] == "none" { return nil }
+        #if canImport(KeychainTPM)
+        return TPMSecureEnclaveToken(tcti: TPMDevice.defaultTCTI(environment: environment))
+        #else
+        return nil
+        #endif
     }
 
     /// Uses a fresh keychain in memory from now on (tests, short-lived tools), and returns its engine.

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Glibc
 import KeychainTPM
+import Swtpm
 import Synchronization
 import Testing
 

@@ -12,17 +12,17 @@ import Glibc
 /// (or `deinit`) kills swtpm (SIGKILL, then waits for it) and removes the directory. A watchdog shell, whose
 /// standard input is a close-on-exec pipe only this process writes to, does the same when the test process dies
 /// before that: swtpm never outlives the tests.
-final class SwtpmFixture: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+public final class SwtpmFixture: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
     }
 
-    static let swtpmPath = "/usr/bin/swtpm"
-    static let getcapPath = "/usr/bin/tpm2_getcap"
-    static let opensslPath = "/usr/bin/openssl"
+    public static let swtpmPath = "/usr/bin/swtpm"
+    public static let getcapPath = "/usr/bin/tpm2_getcap"
+    public static let opensslPath = "/usr/bin/openssl"
 
     /// Why the fixture cannot run here, or nil. Tests skip with it.
-    static let unavailableReason: String? = {
+    public static let unavailableReason: String? = {
         let fm = FileManager.default
         if !fm.isExecutableFile(atPath: swtpmPath) { return "swtpm not installed (apt-get install swtpm swtpm-tools)" }
         if !fm.isExecutableFile(atPath: getcapPath) { return "tpm2-tools not installed (apt-get install tpm2-tools)" }
@@ -30,15 +30,15 @@ final class SwtpmFixture: @unchecked Sendable {
         return nil
     }()
 
-    let directory: String
-    let port: UInt16
+    public let directory: String
+    public let port: UInt16
     private let process: Process
     private var watchdog: Watchdog
     private let lock = NSLock()
     private var stopped = false
 
     /// The tctildr configuration of this TPM.
-    var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+    public var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
 
     private init(directory: String, port: UInt16, process: Process, watchdog: Watchdog) {
         self.directory = directory
@@ -50,7 +50,7 @@ final class SwtpmFixture: @unchecked Sendable {
     deinit { stop() }
 
     /// Starts a fresh swtpm. Blocks (at most about 30 seconds); call it off Swift's cooperative pool.
-    static func start() throws -> SwtpmFixture {
+    public static func start() throws -> SwtpmFixture {
         if let reason = unavailableReason { throw Failure(description: reason) }
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("keystone-swtpm-\(getpid())-\(UUID().uuidString)").path
@@ -96,7 +96,7 @@ final class SwtpmFixture: @unchecked Sendable {
 
     /// Kills swtpm (SIGKILL) and waits for it, keeping the directory: the TPM disappears as a pulled device would.
     /// A new watchdog, with no pid to kill (swtpm's may be reused from now on), keeps removing the directory.
-    func killTPM() throws {
+    public func killTPM() throws {
         lock.lock()
         defer { lock.unlock() }
         let next = try Watchdog.start(directory: directory)
@@ -105,7 +105,7 @@ final class SwtpmFixture: @unchecked Sendable {
         watchdog = next
     }
 
-    func stop() {
+    public func stop() {
         lock.lock()
         defer { lock.unlock() }
         if stopped { return }
@@ -164,7 +164,7 @@ final class SwtpmFixture: @unchecked Sendable {
     }
 
     /// A port P such that P and P+1 were both free a moment ago (the kernel picks P: bind to port 0).
-    static func freePortPair() -> UInt16? {
+    public static func freePortPair() -> UInt16? {
         for _ in 0..<20 {
             guard let port = bindProbe(0), port < UInt16.max else { continue }
             if bindProbe(port + 1) != nil { return port }
@@ -228,7 +228,7 @@ final class SwtpmFixture: @unchecked Sendable {
     }
 
     /// Runs a tool with a deadline (`timeout`), its output in a file. Returns its status and output.
-    func run(_ executable: String, _ arguments: [String], within seconds: Int = 120,
+    public func run(_ executable: String, _ arguments: [String], within seconds: Int = 120,
              environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
         // In the fixture's directory, which the watchdog removes even if this process dies.
         let outputPath = "\(directory)/tool-\(UUID().uuidString).out"
@@ -253,7 +253,7 @@ final class SwtpmFixture: @unchecked Sendable {
 }
 
 /// Runs `body` on a thread of its own (never on Swift's cooperative pool: TPM calls block).
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread { continuation.resume(with: Result { try body() }) }
         thread.stackSize = 1 << 20
@@ -262,7 +262,7 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 }
 
 /// Starts a fresh swtpm for `body` (on a thread of its own) and stops it after.
-func withSwtpm<T: Sendable>(_ body: @escaping @Sendable (SwtpmFixture) throws -> T) async throws -> T {
+public func withSwtpm<T: Sendable>(_ body: @escaping @Sendable (SwtpmFixture) throws -> T) async throws -> T {
     try await onThread {
         let fixture = try SwtpmFixture.start()
         defer { fixture.stop() }

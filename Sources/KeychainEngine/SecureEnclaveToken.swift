@@ -1,0 +1,68 @@
+import Foundation
+
+/// What a hardware key is for: P-256 ECDSA signatures or P-256 ECDH.
+public enum SecureEnclaveKeyUsage: String, Sendable, Hashable, CaseIterable {
+    /// ECDSA with P-256 (`SecureEnclave.P256.Signing`, `kSecKeyAlgorithmECDSASignature…`).
+    case signing
+    /// ECDH with P-256 (`SecureEnclave.P256.KeyAgreement`, `kSecKeyAlgorithmECDHKeyExchange…`).
+    case keyAgreement
+}
+
+/// A P-256 private key held by a ``SecureEnclaveToken``: what the token gave out for it, and its public key.
+public struct SecureEnclaveKey: Sendable, Hashable {
+    /// What the key is for. A token refuses the other use.
+    public let usage: SecureEnclaveKeyUsage
+    /// The token's opaque, wrapped form of the private key: usable only with the token that made it.
+    public let dataRepresentation: Data
+    /// The public key, ANSI X9.63 (0x04 || X || Y, 65 bytes).
+    public let publicKeyX963: Data
+
+    public init(usage: SecureEnclaveKeyUsage, dataRepresentation: Data, publicKeyX963: Data) {
+        self.usage = usage
+        self.dataRepresentation = dataRepresentation
+        self.publicKeyX963 = publicKeyX963
+    }
+}
+
+/// A token that makes and uses P-256 private keys that never leave it: Apple's Secure Enclave, on Linux a TPM 2.0,
+/// in tests an emulation. `kSecAttrTokenIDSecureEnclave` keys, CryptoKit's `SecureEnclave` keys and Keystone's
+/// hardware signing keys are all made by one.
+///
+/// The contract, which every conformer passes (the shared token suite):
+/// - ``availability()`` answers without making a key: nil when keys can be made now, else the reason
+///   (`errSecUnimplemented` when there is no such hardware, `errSecNotAvailable` when it is there but cannot be
+///   reached). It may block briefly (opening a device); it never prompts.
+/// - ``createKey(_:)`` generates the key inside the token. Its ``SecureEnclaveKey/dataRepresentation`` is the only
+///   thing that leaves, wrapped so that it is useless without this token: any other token (another TPM, another
+///   emulated enclave) fails to use it with `errSecDecode`. No call of a token ever returns private key bytes.
+/// - ``key(dataRepresentation:)`` checks and reads a data representation (its usage and public key); bytes that are
+///   not one fail with `errSecDecode`, never with another key's answer.
+/// - ``signature(digest:with:)`` signs a 32-byte SHA-256 digest and returns the raw signature (r || s, 64 bytes),
+///   verifiable with the public key; a key-agreement key refuses (`errSecParam`).
+/// - ``sharedSecret(peerX963:with:)`` returns the ECDH shared secret (the x coordinate, 32 bytes); a peer key that
+///   is not a point on P-256 fails with `errSecParam`; a signing key refuses (`errSecParam`).
+/// - A token that was reachable and is lost mid-way fails with `errSecNotAvailable`; a call never hangs on a token
+///   that went away. A failure never leaves the token holding what the call loaded.
+/// - Calls are thread safe. They block (hardware, I/O): call them off Swift's cooperative pool.
+/// - Access control is not the token's: the layers above (SecKey, CryptoKit's `SecureEnclave`) authenticate the
+///   person before each use of a key made with `.privateKeyUsage` and an authentication flag.
+public protocol SecureEnclaveToken: Sendable {
+    /// A short description for logs and `keystone doctor` ("TPM 2.0 at swtpm:port=2321", "emulated"). Never secret.
+    var name: String { get }
+    /// Nil when keys can be made and used now, else why not (an ``EngineError`` with its status).
+    func availability() -> EngineError?
+    /// Makes a P-256 key inside the token.
+    /// - Throws: `errSecUnimplemented` / `errSecNotAvailable` when the token is absent or unreachable.
+    func createKey(_ usage: SecureEnclaveKeyUsage) throws(EngineError) -> SecureEnclaveKey
+    /// Reads a key's usage and public key from its data representation.
+    /// - Throws: `errSecDecode` when the bytes are not a key of this kind of token.
+    func key(dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKey
+    /// Signs a SHA-256 digest (32 bytes) with the key; returns r || s (64 bytes).
+    /// - Throws: `errSecDecode` (not this token's key), `errSecParam` (wrong usage, digest not 32 bytes),
+    ///   `errSecNotAvailable` (token unreachable).
+    func signature(digest: Data, with dataRepresentation: Data) throws(EngineError) -> Data
+    /// ECDH with a peer's public key (ANSI X9.63, 65 bytes); returns the shared x coordinate (32 bytes).
+    /// - Throws: `errSecDecode` (not this token's key), `errSecParam` (wrong usage, invalid peer key),
+    ///   `errSecNotAvailable` (token unreachable).
+    func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data
+}

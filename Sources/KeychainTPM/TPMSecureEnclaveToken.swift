@@ -1,0 +1,115 @@
+#if os(Linux)
+import Foundation
+import KeychainEngine
+import Synchronization
+
+/// The TPM 2.0 as the keychain's Secure Enclave: `kSecAttrTokenIDSecureEnclave` keys and CryptoKit's
+/// `SecureEnclave` keys live in it on Linux.
+///
+/// The device is opened on first use and kept; when the TPM goes away mid-way (``TPMError/Kind/connectionLost``)
+/// the call fails with `errSecNotAvailable` and the next call opens it again.
+///
+/// Status codes (``TPMError`` kinds): no TPM at all (no TCTI configured and no `/dev/tpmrm0` or `/dev/tpm0`) →
+/// `errSecUnimplemented`, as on a device without a Secure Enclave; a TPM configured or present but not answering,
+/// or lost → `errSecNotAvailable`; a blob that is damaged or belongs to another TPM → `errSecDecode`; a wrong usage
+/// or an invalid peer key → `errSecParam`; anything else the TPM refuses → `errSecInternalComponent`. The reason
+/// keeps the TPM's own message.
+///
+/// - Important: What the TPM enforces and what it does not: see ``TPMDevice``. The key has no authorization
+///   value in the TPM; access control (`.userPresence`, `.biometryAny`…) is enforced by the software layers.
+public final class TPMSecureEnclaveToken: SecureEnclaveToken {
+    /// The tctildr configuration (nil: tctildr's default, `/dev/tpmrm0`).
+    public let tcti: String?
+    private let device = Mutex<TPMDevice?>(nil)
+
+    /// A token on the TPM at `tcti` (default: ``TPMDevice/defaultTCTI(environment:)``). Opens nothing yet.
+    public init(tcti: String? = TPMDevice.defaultTCTI()) {
+        self.tcti = tcti
+    }
+
+    public var name: String { "TPM 2.0 at \(tcti ?? "/dev/tpmrm0 (tctildr default)")" }
+
+    public func availability() -> EngineError? {
+        do {
+            _ = try opened()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// The TPM's manufacturer and firmware (for `keystone doctor`).
+    public func info() throws(EngineError) -> TPMInfo {
+        try run { (tpm) throws(TPMError) in try tpm.info() }
+    }
+
+    public func createKey(_ usage: SecureEnclaveKeyUsage) throws(EngineError) -> SecureEnclaveKey {
+        let key = try run { (tpm) throws(TPMError) in try tpm.createKey(usage == .signing ? .signing : .keyAgreement) }
+        return SecureEnclaveKey(usage: usage, dataRepresentation: key.dataRepresentation, publicKeyX963: key.x963Representation)
+    }
+
+    public func key(dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKey {
+        do {
+            let key = try TPMKey(dataRepresentation: dataRepresentation)
+            return SecureEnclaveKey(usage: key.usage == .signing ? .signing : .keyAgreement,
+                                    dataRepresentation: dataRepresentation, publicKeyX963: key.x963Representation)
+        } catch {
+            throw Self.engineError(error, tcti: tcti)
+        }
+    }
+
+    public func signature(digest: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
+        guard digest.count == 32 else { throw EngineError.param("a SHA-256 digest has 32 bytes, not \(digest.count)") }
+        return try run { (tpm) throws(TPMError) in try tpm.signature(digest: digest, with: dataRepresentation).rawRepresentation }
+    }
+
+    public func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
+        try run { (tpm) throws(TPMError) in try tpm.sharedSecret(withX963: peerX963, using: dataRepresentation) }
+    }
+
+    // MARK: -
+
+    private func opened() throws(EngineError) -> TPMDevice {
+        try device.withLock { (current: inout TPMDevice?) throws(EngineError) -> TPMDevice in
+            if let current { return current }
+            let made: TPMDevice
+            do {
+                made = try TPMDevice(tcti: tcti)
+            } catch let error as TPMError {
+                throw Self.engineError(error, tcti: tcti)
+            } catch {
+                throw EngineError(Status.internalComponent, "\(error)")
+            }
+            current = made
+            return made
+        }
+    }
+
+    private func run<T>(_ body: (TPMDevice) throws(TPMError) -> T) throws(EngineError) -> T {
+        let tpm = try opened()
+        do {
+            return try body(tpm)
+        } catch {
+            if error.kind == .connectionLost {
+                device.withLock { if $0 === tpm { $0 = nil } }
+            }
+            throw Self.engineError(error, tcti: tcti)
+        }
+    }
+
+    /// The status a ``TPMError`` becomes (see the type's documentation).
+    static func engineError(_ error: TPMError, tcti: String?) -> EngineError {
+        switch error.kind {
+        case .unavailable:
+            let present = tcti != nil || FileManager.default.fileExists(atPath: "/dev/tpmrm0")
+                || FileManager.default.fileExists(atPath: "/dev/tpm0")
+            return EngineError(present ? Status.notAvailable : Status.unimplemented,
+                               present ? error.description : "this machine has no TPM 2.0 (no /dev/tpmrm0, no KEYSTONE_TPM_TCTI)")
+        case .connectionLost: return EngineError(Status.notAvailable, error.description)
+        case .malformedBlob, .wrongTPM: return EngineError(Status.decode, error.description)
+        case .invalidPeerKey, .wrongKeyUsage: return EngineError(Status.param, error.description)
+        case .other: return EngineError(Status.internalComponent, error.description)
+        }
+    }
+}
+#endif
