@@ -183,14 +183,18 @@ static void srk_template(TPM2B_PUBLIC *pub) {
     pub->publicArea.unique.ecc.y.size = 0;
 }
 
-/// An unrestricted P-256 key for ECDSA with SHA-256 (sign) or for ECDH (decrypt), never duplicable.
+/// An unrestricted P-256 key for ECDSA with SHA-256 (sign), for ECDH (decrypt), or for both (general: sign and
+/// decrypt with a NULL scheme, the scheme given by each command, as Apple's Secure Enclave SecKeys do both), never
+/// duplicable.
 static void key_template(TPM2B_PUBLIC *pub, int usage) {
     memset(pub, 0, sizeof *pub);
     pub->publicArea.type = TPM2_ALG_ECC;
     pub->publicArea.nameAlg = TPM2_ALG_SHA256;
     pub->publicArea.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
                                        TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
-                                       (usage == KS_TPM_USAGE_SIGN ? TPMA_OBJECT_SIGN_ENCRYPT : TPMA_OBJECT_DECRYPT);
+                                       (usage == KS_TPM_USAGE_SIGN ? TPMA_OBJECT_SIGN_ENCRYPT
+                                        : usage == KS_TPM_USAGE_KEY_AGREEMENT ? TPMA_OBJECT_DECRYPT
+                                                                              : TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT);
     TPMS_ECC_PARMS *ecc = &pub->publicArea.parameters.eccDetail;
     ecc->symmetric.algorithm = TPM2_ALG_NULL;
     if (usage == KS_TPM_USAGE_SIGN) {
@@ -237,7 +241,7 @@ static int ensure_primary(ks_tpm *tpm, ks_tpm_error *err) {
 // MARK: - The envelope
 
 // A key's blob, version 1:
-//   "KSTK" | version (1) | usage (1: sign, 2: key agreement) | 0 | 0
+//   "KSTK" | version (1) | usage (1: sign, 2: key agreement, 3: both) | 0 | 0
 //   | TPM2B_PUBLIC (Tss2_MU marshalled) | TPM2B_PRIVATE (Tss2_MU marshalled)
 //   | CRC-32 (IEEE, big-endian) of everything before it.
 // The CRC tells a corrupted blob (malformed) from another TPM's blob (which loads with an integrity failure); it
@@ -317,7 +321,8 @@ static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, TPM2B_PUBLIC
         return -1;
     }
     int u = blob[5];
-    if ((u != KS_TPM_USAGE_SIGN && u != KS_TPM_USAGE_KEY_AGREEMENT) || blob[6] != 0 || blob[7] != 0) {
+    if ((u != KS_TPM_USAGE_SIGN && u != KS_TPM_USAGE_KEY_AGREEMENT && u != KS_TPM_USAGE_GENERAL) || blob[6] != 0 ||
+        blob[7] != 0) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "the TPM key's header is invalid");
         return -1;
     }
@@ -330,9 +335,11 @@ static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, TPM2B_PUBLIC
         return -1;
     }
     const TPMT_PUBLIC *area = &pub->publicArea;
-    TPMA_OBJECT want = (u == KS_TPM_USAGE_SIGN) ? TPMA_OBJECT_SIGN_ENCRYPT : TPMA_OBJECT_DECRYPT;
+    TPMA_OBJECT want = (u == KS_TPM_USAGE_SIGN)            ? TPMA_OBJECT_SIGN_ENCRYPT
+                       : (u == KS_TPM_USAGE_KEY_AGREEMENT) ? TPMA_OBJECT_DECRYPT
+                                                           : TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT;
     if (area->type != TPM2_ALG_ECC || area->parameters.eccDetail.curveID != TPM2_ECC_NIST_P256 ||
-        !(area->objectAttributes & want) || area->unique.ecc.x.size > 32 || area->unique.ecc.y.size > 32) {
+        (area->objectAttributes & want) != want || area->unique.ecc.x.size > 32 || area->unique.ecc.y.size > 32) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "the TPM key is not a P-256 key of the usage its header says");
         return -1;
     }
@@ -365,7 +372,7 @@ int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, 
     clear_error(err);
     *blob = NULL;
     *blob_len = 0;
-    if (usage != KS_TPM_USAGE_SIGN && usage != KS_TPM_USAGE_KEY_AGREEMENT) {
+    if (usage != KS_TPM_USAGE_SIGN && usage != KS_TPM_USAGE_KEY_AGREEMENT && usage != KS_TPM_USAGE_GENERAL) {
         set_error(err, KS_TPM_ERR_OTHER, 0, "unknown key usage %d", usage);
         return -1;
     }

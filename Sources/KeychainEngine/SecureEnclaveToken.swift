@@ -6,6 +6,8 @@ public enum SecureEnclaveKeyUsage: String, Sendable, Hashable, CaseIterable {
     case signing
     /// ECDH with P-256 (`SecureEnclave.P256.KeyAgreement`, `kSecKeyAlgorithmECDHKeyExchange…`).
     case keyAgreement
+    /// Both: a `kSecAttrTokenIDSecureEnclave` SecKey, which Apple lets sign and agree keys.
+    case general
 }
 
 /// A P-256 private key held by a ``SecureEnclaveToken``: what the token gave out for it, and its public key.
@@ -38,9 +40,9 @@ public struct SecureEnclaveKey: Sendable, Hashable {
 /// - ``key(dataRepresentation:)`` checks and reads a data representation (its usage and public key); bytes that are
 ///   not one fail with `errSecDecode`, never with another key's answer.
 /// - ``signature(digest:with:)`` signs a 32-byte SHA-256 digest and returns the raw signature (r || s, 64 bytes),
-///   verifiable with the public key; a key-agreement key refuses (`errSecParam`).
+///   verifiable with the public key; a key-agreement-only key refuses (`errSecParam`).
 /// - ``sharedSecret(peerX963:with:)`` returns the ECDH shared secret (the x coordinate, 32 bytes); a peer key that
-///   is not a point on P-256 fails with `errSecParam`; a signing key refuses (`errSecParam`).
+///   is not a point on P-256 fails with `errSecParam`; a signing-only key refuses (`errSecParam`).
 /// - A token that was reachable and is lost mid-way fails with `errSecNotAvailable`; a call never hangs on a token
 ///   that went away. A failure never leaves the token holding what the call loaded.
 /// - Calls are thread safe. They block (hardware, I/O): call them off Swift's cooperative pool.

@@ -107,6 +107,9 @@ public enum TPMKeyUsage: Int32, Sendable, Hashable {
     case signing = 1
     /// ECDH (the key has the TPM's `decrypt` attribute).
     case keyAgreement = 2
+    /// Both (`sign` and `decrypt`, no fixed scheme): what a `kSecAttrTokenIDSecureEnclave` SecKey is, which Apple
+    /// lets sign and agree keys.
+    case general = 3
 }
 
 /// A P-256 key in a TPM: its data representation (the private part wrapped by the TPM) and its public key.

@@ -44,14 +44,14 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     }
 
     public func createKey(_ usage: SecureEnclaveKeyUsage) throws(EngineError) -> SecureEnclaveKey {
-        let key = try run { (tpm) throws(TPMError) in try tpm.createKey(usage == .signing ? .signing : .keyAgreement) }
+        let key = try run { (tpm) throws(TPMError) in try tpm.createKey(Self.tpmUsage(usage)) }
         return SecureEnclaveKey(usage: usage, dataRepresentation: key.dataRepresentation, publicKeyX963: key.x963Representation)
     }
 
     public func key(dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKey {
         do {
             let key = try TPMKey(dataRepresentation: dataRepresentation)
-            return SecureEnclaveKey(usage: key.usage == .signing ? .signing : .keyAgreement,
+            return SecureEnclaveKey(usage: Self.tokenUsage(key.usage),
                                     dataRepresentation: dataRepresentation, publicKeyX963: key.x963Representation)
         } catch {
             throw Self.engineError(error, tcti: tcti)
@@ -94,6 +94,22 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
                 device.withLock { if $0 === tpm { $0 = nil } }
             }
             throw Self.engineError(error, tcti: tcti)
+        }
+    }
+
+    static func tpmUsage(_ usage: SecureEnclaveKeyUsage) -> TPMKeyUsage {
+        switch usage {
+        case .signing: .signing
+        case .keyAgreement: .keyAgreement
+        case .general: .general
+        }
+    }
+
+    static func tokenUsage(_ usage: TPMKeyUsage) -> SecureEnclaveKeyUsage {
+        switch usage {
+        case .signing: .signing
+        case .keyAgreement: .keyAgreement
+        case .general: .general
         }
     }
 

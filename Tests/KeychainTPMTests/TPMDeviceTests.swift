@@ -81,6 +81,24 @@ struct TPMDeviceTests {
         }
     }
 
+    @Test("A general key (a Secure Enclave SecKey's) both signs, verifiably, and agrees keys with a swift-crypto peer")
+    func generalKey() async throws {
+        try await withSwtpm { fixture in
+            let device = try TPMDevice(tcti: fixture.tcti)
+            let key = try device.createKey(.general)
+            #expect(key.usage == .general)
+            #expect(try TPMKey(dataRepresentation: key.dataRepresentation).usage == .general)
+            let message = Data("general".utf8)
+            let signature = try device.signature(digest: SHA256.hash(data: message), with: key.dataRepresentation)
+            #expect(key.signingPublicKey.isValidSignature(signature, for: message))
+            #expect(!key.signingPublicKey.isValidSignature(signature, for: Data("other".utf8)))
+            let peer = P256.KeyAgreement.PrivateKey()
+            let tpmX = try device.sharedSecret(with: peer.publicKey, using: key.dataRepresentation)
+            let expected = try peer.sharedSecretFromKeyAgreement(with: key.keyAgreementPublicKey)
+            #expect(tpmX == expected.withUnsafeBytes { Data($0) })
+        }
+    }
+
     @Test("A key from one TPM does not load in another: wrongTPM")
     func wrongTPM() async throws {
         try await withSwtpm { first in

@@ -42,6 +42,7 @@ typedef struct ks_tpm ks_tpm;
 /// Key usages for ks_tpm_create_key.
 #define KS_TPM_USAGE_SIGN 1
 #define KS_TPM_USAGE_KEY_AGREEMENT 2
+#define KS_TPM_USAGE_GENERAL 3
 
 /// A failure: its kind, the TSS2 response code (0 when the failure is not the TSS's) and a message with the
 /// response code decoded by Tss2_RC_Decode. Never holds key material.
