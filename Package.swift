@@ -230,7 +230,9 @@ let package = Package(
             "SecretServiceDaemon",
         ], swiftSettings: settings),
         .testTarget(name: "KeychainServicesTests", dependencies: [
-            "KeychainServices", "KeychainEngine", "DefaultKeychainLock",
+            "KeychainServices", "KeychainEngine", "DefaultKeychainLock", "Swtpm",
+            // Secure Enclave SecKeys against a real software TPM (SecKeySecureEnclaveTests).
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
             // The SecKey tests convert keys to PEM / SPKI for the openssl interoperability tests.
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
             .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),

@@ -116,9 +116,47 @@ public enum KeychainServicesDefaults {
 
     /// Uses `token` as the Secure Enclave from now on (nil: none). Keys made by another token stay unusable
     /// (`errSecDecode`) until it is used again.
+    ///
+    /// The engines this type made (``environmentEngine(_:)``, ``fileEngine(at:)``, ``useMemoryKeychain(configuration:)``
+    /// and ``useSecretService(_:configuration:)`` without a configuration) follow: they accept Secure Enclave key
+    /// items (`EngineConfiguration.secureEnclaveAvailable`) while a token is configured.
     public static func useSecureEnclave(_ token: (any SecureEnclaveToken)?) {
         secureEnclave = token
+        guard let engine = state.current.engine, followers.current.contains(where: { $0.engine === engine }) else { return }
+        engine.configuration.secureEnclaveAvailable = token != nil
     }
+
+    /// The configuration of the engines this type makes: the default one, with `secureEnclaveAvailable` while a
+    /// Secure Enclave token is configured.
+    ///
+    /// Decision: whether the device has a Secure Enclave is whether ``secureEnclave`` is set, not whether the TPM
+    /// answers: opening a keychain never opens the TPM (that would block, and fail on machines without one, for
+    /// keychains that hold no such key). Making a key asks the token itself (errSecUnimplemented /
+    /// errSecNotAvailable when it cannot), and a key of a token that is gone fails when it is used.
+    public static func standardConfiguration() -> EngineConfiguration {
+        var configuration = EngineConfiguration()
+        configuration.secureEnclaveAvailable = secureEnclave != nil
+        return configuration
+    }
+
+    /// An engine made with ``standardConfiguration()``, which follows ``useSecureEnclave(_:)`` from now on.
+    private static func followingEngine(_ storage: any KeychainStorage) -> KeychainEngine {
+        let engine = KeychainEngine(storage: storage, configuration: standardConfiguration(), authenticator: authenticator)
+        followers.withLock { list in
+            list.removeAll { $0.engine == nil }
+            list.append(WeakEngine(engine))
+        }
+        return engine
+    }
+
+    /// A weak reference to an engine this type made.
+    private final class WeakEngine: @unchecked Sendable {
+        // @unchecked Sendable: written once, in init; a weak reference is read atomically by the runtime.
+        weak var engine: KeychainEngine?
+        init(_ engine: KeychainEngine) { self.engine = engine }
+    }
+
+    private static let followers = Locked<[WeakEngine]>([])
 
     private static let enclave = Locked<(any SecureEnclaveToken)?>(standardSecureEnclave())
 
@@ -133,9 +171,13 @@ public enum KeychainServicesDefaults {
     }
 
     /// Uses a fresh keychain in memory from now on (tests, short-lived tools), and returns its engine.
+    ///
+    /// - Parameter configuration: The engine's configuration; nil (the default): ``standardConfiguration()``, which
+    ///   follows ``useSecureEnclave(_:)``.
     @discardableResult
-    public static func useMemoryKeychain(configuration: EngineConfiguration = EngineConfiguration()) -> KeychainEngine {
-        let engine = KeychainEngine(storage: MemoryStorage(), configuration: configuration, authenticator: authenticator)
+    public static func useMemoryKeychain(configuration: EngineConfiguration? = nil) -> KeychainEngine {
+        let engine = configuration.map { KeychainEngine(storage: MemoryStorage(), configuration: $0, authenticator: authenticator) }
+            ?? followingEngine(MemoryStorage())
         setEngine(engine)
         return engine
     }
@@ -153,11 +195,11 @@ public enum KeychainServicesDefaults {
         let backend = environment["KEYSTONE_BACKEND"] ?? ""
         switch backend {
         case "", "file": return try fileEngine()
-        case "memory": return KeychainEngine(storage: MemoryStorage(), authenticator: authenticator)
+        case "memory": return followingEngine(MemoryStorage())
         default:
             #if canImport(KeychainSecretService)
             if let options = SecretServiceStorage.Options(argument: backend, environment: environment) {
-                return KeychainEngine(storage: try SecretServiceStorage(options: options), authenticator: authenticator)
+                return followingEngine(try SecretServiceStorage(options: options))
             }
             throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage: use file, secret-service, secret-service:COLLECTION or memory")
             #else
@@ -174,11 +216,15 @@ public enum KeychainServicesDefaults {
     /// - Throws: `EngineError` with `errSecNotAvailable` (-25291) when there is no session bus, no Secret Service on
     ///   it, or no such collection; the message says what to start or create.
     /// - Important: Any program of the same user on the session bus can read an unlocked Secret Service collection.
+    ///
+    /// - Parameter configuration: The engine's configuration; nil (the default): ``standardConfiguration()``, which
+    ///   follows ``useSecureEnclave(_:)``.
     @discardableResult
     public static func useSecretService(_ options: SecretServiceStorage.Options = SecretServiceStorage.Options(environment: ProcessInfo.processInfo.environment),
-                                        configuration: EngineConfiguration = EngineConfiguration()) throws -> KeychainEngine {
-        let engine = KeychainEngine(storage: try SecretServiceStorage(options: options), configuration: configuration,
-                                    authenticator: authenticator)
+                                        configuration: EngineConfiguration? = nil) throws -> KeychainEngine {
+        let storage = try SecretServiceStorage(options: options)
+        let engine = configuration.map { KeychainEngine(storage: storage, configuration: $0, authenticator: authenticator) }
+            ?? followingEngine(storage)
         setEngine(engine)
         return engine
     }
@@ -189,15 +235,15 @@ public enum KeychainServicesDefaults {
     ///
     /// - Throws: `EngineError` when the file cannot be opened or created.
     public static func fileEngine(at path: String? = nil) throws -> KeychainEngine {
-        guard let path else { return KeychainEngine(storage: try KeychainFile.openDefault().keychain, authenticator: authenticator) }
+        guard let path else { return followingEngine(try KeychainFile.openDefault().keychain) }
         if FileManager.default.fileExists(atPath: path) {
-            return KeychainEngine(storage: try KeychainFile.open(at: path), authenticator: authenticator)
+            return followingEngine(try KeychainFile.open(at: path))
         }
         do {
-            return KeychainEngine(storage: try KeychainFile.create(at: path, password: ""), authenticator: authenticator)
+            return followingEngine(try KeychainFile.create(at: path, password: ""))
         } catch let error as EngineError where error.status == Status.duplicateKeychain {
             // another process created it first
-            return KeychainEngine(storage: try KeychainFile.open(at: path), authenticator: authenticator)
+            return followingEngine(try KeychainFile.open(at: path))
         }
     }
 

@@ -10,7 +10,7 @@ import KeychainEngine
 /// - Returns: `errSecSuccess`, or `errSecDuplicateItem`, `errSecParam`, `errSecNoSuchAttr`,
 ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`…
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemBridge.run(result) {
+    SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: attributes)) {
         if let identity = attributes.first(where: { ($0.key.base as? String) == Key.valueRef })?.value as? SecIdentity {
             return (try SecItemReferences.addIdentity(identity, attributes), try SecItemBridge.query(attributes.filter { ($0.key.base as? String) != Key.valueRef }))
         }
@@ -23,8 +23,13 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 ///
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecParam` (also for return keys with a nil
 ///   `result`), `errSecInteractionNotAllowed`, `errSecUserCanceled`, `errSecAuthFailed`, `errSecDecode`…
+///
+/// A `kSecReturnRef` of a Secure Enclave key (`tkid` = ``kSecAttrTokenIDSecureEnclave``) never prompts: the key's
+/// object keeps the query's `kSecUseAuthenticationContext`, `kSecUseOperationPrompt` and `kSecUseAuthenticationUI`,
+/// and authenticates each use with them, as on Apple platforms. It is bound to
+/// ``KeychainServicesDefaults/secureEnclave`` (`errSecUnimplemented` when there is none).
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemBridge.run(result) {
+    SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: query)) {
         let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         if result == nil, SecItemBridge.returnKeys.contains(where: { typed[$0]?.boolValue == true }) {
             throw EngineError.param("return keys need a result pointer (errSecReturnMissingPointer)")
@@ -66,10 +71,11 @@ public enum SecItemBridge {
     static let returnKeys = [Key.returnData, Key.returnAttributes, Key.returnRef, Key.returnPersistentRef]
 
     /// Runs a SecItem call: `body` returns the engine's result and the typed query it answered.
-    static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, _ body: () throws -> (ItemResult?, KeychainQuery)) -> OSStatus {
+    static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, laContext: LAContext? = nil,
+                    _ body: () throws -> (ItemResult?, KeychainQuery)) -> OSStatus {
         do {
             let (value, query) = try body()
-            result?.pointee = try value.map { try SecItemReferences.object(for: $0, query: query) }
+            result?.pointee = try value.map { try SecItemReferences.object(for: $0, query: query, laContext: laContext) }
             return errSecSuccess
         } catch let error as EngineError {
             return error.status

@@ -26,22 +26,50 @@ enum SecItemReferences {
     ///
     /// - Throws: the keychain's error when a protected key's data cannot be read (`errSecUserCanceled`,
     ///   `errSecAuthFailed`, `errSecInteractionNotAllowed`).
-    static func makeObject(_ material: KeychainQuery) throws -> AnyObject? {
+    ///
+    /// A Secure Enclave key (`tkid` = ``kSecAttrTokenIDSecureEnclave``) is different: making its object never
+    /// prompts, as on Apple platforms; each use of the key authenticates instead, with `use` (the lookup's
+    /// `kSecUseAuthenticationContext`, `kSecUseOperationPrompt`, `kSecUseAuthenticationUI`). It is bound to
+    /// ``KeychainServicesDefaults/secureEnclave``; it throws `errSecUnimplemented` when none is configured and
+    /// `errSecDecode` when its data is not a key of that token's kind.
+    static func makeObject(_ material: KeychainQuery, use: SecKeyTokenUse = SecKeyTokenUse()) throws -> AnyObject? {
         guard let itemClass = material[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)) else { return nil }
+        let isTokenKey = material[Key.tokenID]?.stringValue == Key.tokenIDSecureEnclave
         switch itemClass {
         case .key:
+            if isTokenKey {
+                guard let data = try material[Key.valueData]?.dataValue ?? fetchTokenKeyData(material[Key.valueRef]) else { return nil }
+                return try tokenKey(material, data: data, use: use)
+            }
             guard let data = try material[Key.valueData]?.dataValue ?? fetchData(material[Key.valueRef]) else { return nil }
             return try? SecKey.make(attributes: foundationAttributes(material), data: data)
         case .certificate:
             return material[Key.valueData]?.dataValue.flatMap { SecCertificateCreateWithData(nil, NSData(data: $0)) }
         case .identity:
             guard let der = material[KeychainEngine.identityCertificateData]?.dataValue,
-                  let certificate = SecCertificateCreateWithData(nil, NSData(data: der)),
-                  let keyData = try material[KeychainEngine.identityKeyData]?.dataValue ?? fetchData(material[KeychainEngine.identityKeyReference]),
-                  let key = try? SecKey.make(attributes: foundationAttributes(material), data: keyData) else { return nil }
+                  let certificate = SecCertificateCreateWithData(nil, NSData(data: der)) else { return nil }
+            let key: SecKey
+            if isTokenKey {
+                guard let keyData = try material[KeychainEngine.identityKeyData]?.dataValue
+                        ?? fetchTokenKeyData(material[KeychainEngine.identityKeyReference]) else { return nil }
+                key = try tokenKey(material, data: keyData, use: use)
+            } else {
+                guard let keyData = try material[KeychainEngine.identityKeyData]?.dataValue ?? fetchData(material[KeychainEngine.identityKeyReference]),
+                      let made = try? SecKey.make(attributes: foundationAttributes(material), data: keyData) else { return nil }
+                key = made
+            }
             return SecIdentity(certificate: certificate, privateKey: key)
         case .genericPassword, .internetPassword:
             return nil
+        }
+    }
+
+    /// A Secure Enclave key's object; its failures as the keychain's errors (status kept).
+    private static func tokenKey(_ material: KeychainQuery, data: Data, use: SecKeyTokenUse) throws -> SecKey {
+        do {
+            return try SecKeyTokenKey.storedKey(attributes: foundationAttributes(material), data: data, use: use)
+        } catch let failure as SecKeyFailure {
+            throw EngineError(failure.status, failure.message)
         }
     }
 
@@ -49,6 +77,41 @@ enum SecItemReferences {
     private static func fetchData(_ reference: KeychainValue?) throws -> Data? {
         guard let reference else { return nil }
         return try KeychainServicesDefaults.currentEngine().copyMatching([Key.valuePersistentRef: reference, Key.returnData: .bool(true)])?.data
+    }
+
+    /// The data of a Secure Enclave key item: the token's blob, read without the prompt its access control asks
+    /// for the item's data.
+    ///
+    /// Decision: the blob is no secret (it is useless without the token that made it, and the private key never
+    /// leaves the token); what the access control guards is each use of the key, which ``SecKeyTokenKey`` asks
+    /// before it signs, agrees or decrypts. Apple's keychain likewise hands out a Secure Enclave key's object without
+    /// a prompt. So the read carries a context that counts as authenticated for this one call (it is made here and
+    /// dropped after). The keychain's other rules still apply: a `.biometryCurrentSet` key whose enrollment changed
+    /// fails (errSecAuthFailed), a locked keychain fails (errSecInteractionNotAllowed).
+    private static func fetchTokenKeyData(_ reference: KeychainValue?) throws -> Data? {
+        guard let reference else { return nil }
+        let engine = try KeychainServicesDefaults.currentEngine()
+        let read = AuthenticationContext(reuseDuration: 300)
+        read.recordSuccess(at: engine.configuration.now())
+        defer { read.invalidate() }
+        return try engine.copyMatching([Key.valuePersistentRef: reference, Key.returnData: .bool(true),
+                                        Key.useAuthenticationContext: .authenticationContext(read)])?.data
+    }
+
+    /// How a Secure Enclave key found by `query` authenticates its uses: the query's `kSecUseAuthenticationContext`
+    /// (`laContext` when the caller passed an `LAContext`, whose `localizedReason` is the prompt when the query has no
+    /// `kSecUseOperationPrompt`), `kSecUseOperationPrompt` and `kSecUseAuthenticationUI`.
+    static func tokenKeyUse(_ query: KeychainQuery, laContext: LAContext?) -> SecKeyTokenUse {
+        SecKeyTokenUse { name in
+            if name == kSecUseAuthenticationContext, let laContext { return laContext }
+            guard let value = query[name] else { return nil }
+            return value.stringValue ?? SecItemBridge.object(value)
+        }
+    }
+
+    /// The `LAContext` a caller's dictionary passes as `kSecUseAuthenticationContext`, if any.
+    static func laContext(in dictionary: CFDictionary) -> LAContext? {
+        dictionary.first(where: { ($0.key.base as? String) == Key.useAuthenticationContext })?.value as? LAContext
     }
 
     private static func foundationAttributes(_ material: KeychainQuery) -> CFDictionary {
@@ -85,7 +148,10 @@ enum SecItemReferences {
     /// - Throws: `errSecDecode` when an item's stored data is not the key, certificate or identity its class says
     ///   (damaged bytes): with several results that item is left out, as damaged rows are; alone, or when every
     ///   item is damaged, the call fails. A wrong object is never handed back.
-    static func object(for result: ItemResult, query: KeychainQuery) throws -> AnyObject {
+    ///
+    /// A Secure Enclave key that cannot be bound (no Secure Enclave configured: `errSecUnimplemented`) is left out of
+    /// several results as a damaged item is; alone, the call fails with that status.
+    static func object(for result: ItemResult, query: KeychainQuery, laContext: LAContext? = nil) throws -> AnyObject {
         guard query[Key.returnRef]?.boolValue == true else { return SecItemBridge.object(result) }
         switch result {
         case .array(let items):
@@ -93,7 +159,8 @@ enum SecItemReferences {
             var firstFailure: (any Error)?
             for item in items {
                 // A damaged item is left out; an authentication that failed or was cancelled fails the call.
-                do { objects.append(try object(for: item, query: query)) } catch let error as EngineError where error.status == Status.decode {
+                do { objects.append(try object(for: item, query: query, laContext: laContext)) }
+                catch let error as EngineError where error.status == Status.decode || error.status == Status.unimplemented {
                     firstFailure = firstFailure ?? error
                 }
             }
@@ -105,7 +172,7 @@ enum SecItemReferences {
             let wantsData = query[Key.returnData]?.boolValue == true
             let wantsAttributes = query[Key.returnAttributes]?.boolValue == true
             let wantsPersistentRef = query[Key.returnPersistentRef]?.boolValue == true
-            guard let reference = try makeObject(material) else {
+            guard let reference = try makeObject(material, use: tokenKeyUse(query, laContext: laContext)) else {
                 let itemClass = material[Key.class]?.stringValue ?? "?"
                 KeystoneLog.logger.warning("a keychain item's data is not the object its class says", metadata: ["class": "\(itemClass)"])
                 throw EngineError(Status.decode, "the stored \(itemClass == "cert" ? "certificate" : itemClass == "keys" ? "key" : "identity") is damaged: its data is not one")

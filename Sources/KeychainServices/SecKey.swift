@@ -2,6 +2,7 @@
 import Foundation
 import Crypto
 import CryptoExtras
+import KeychainEngine
 
 // SecKey.h: asymmetric keys (elliptic curve P-256/P-384/P-521 and RSA) as objects: creation, attributes and
 // Apple's external representations. Every cryptographic operation is swift-crypto's (`Crypto`, `CryptoExtras`).
@@ -34,16 +35,22 @@ public final class SecKey: NSObject, Sendable {
 
     var isPrivate: Bool {
         switch material {
-        case .ecPrivate, .rsaPrivate: true
+        case .ecPrivate, .rsaPrivate, .token: true
         case .ecPublic, .rsaPublic: false
         }
     }
 
     var isEC: Bool {
         switch material {
-        case .ecPrivate, .ecPublic: true
+        case .ecPrivate, .ecPublic, .token: true
         case .rsaPrivate, .rsaPublic: false
         }
+    }
+
+    /// The token key behind this SecKey, when it is a `kSecAttrTokenIDSecureEnclave` private key (SecKeyToken.swift).
+    var tokenKey: SecKeyTokenKey? {
+        if case .token(let key) = material { return key }
+        return nil
     }
 
     /// `kSecAttrKeyType`'s value: ``kSecAttrKeyTypeECSECPrimeRandom`` or ``kSecAttrKeyTypeRSA``.
@@ -59,6 +66,7 @@ public final class SecKey: NSObject, Sendable {
         case .ecPublic(let key): key.curve.bits
         case .rsaPrivate(let key): key.signing.keySizeInBits
         case .rsaPublic(let key): key.signing.keySizeInBits
+        case .token(let key): key.publicKey.curve.bits
         }
     }
 
@@ -68,6 +76,7 @@ public final class SecKey: NSObject, Sendable {
         case .ecPrivate(let key): key.curve.coordinateByteCount
         case .ecPublic(let key): key.curve.coordinateByteCount
         case .rsaPrivate, .rsaPublic: (keySizeInBits + 7) / 8
+        case .token(let key): key.publicKey.curve.coordinateByteCount
         }
     }
 
@@ -76,17 +85,20 @@ public final class SecKey: NSObject, Sendable {
         switch material {
         case .ecPrivate(let key): .ecPublic(key.publicKey)
         case .rsaPrivate(let key): .rsaPublic(RSAPublicKey(signing: key.signing.publicKey))
+        case .token(let key): .ecPublic(key.publicKey)
         case .ecPublic, .rsaPublic: material
         }
     }
 
-    /// The external representation in Apple's format (see the top of this file).
-    var externalRepresentation: Data {
+    /// The external representation in Apple's format (see the top of this file); nil for a token's private key,
+    /// whose bytes never leave the token.
+    var externalRepresentation: Data? {
         switch material {
         case .ecPrivate(let key): key.x963Representation
         case .ecPublic(let key): key.x963Representation
         case .rsaPrivate(let key): key.signing.derRepresentation
         case .rsaPublic(let key): key.signing.pkcs1DERRepresentation
+        case .token: nil
         }
     }
 
@@ -95,7 +107,7 @@ public final class SecKey: NSObject, Sendable {
         switch publicMaterial {
         case .ecPublic(let key): key.x963Representation
         case .rsaPublic(let key): key.signing.pkcs1DERRepresentation
-        case .ecPrivate, .rsaPrivate: Data()  // never: publicMaterial is public
+        case .ecPrivate, .rsaPrivate, .token: Data()  // never: publicMaterial is public
         }
     }
 
@@ -117,8 +129,9 @@ public final class SecKey: NSObject, Sendable {
     // MARK: Keystone's own: what a keychain stores of a key item.
 
     /// Keystone's own, for storing a key as a `kSecClassKey` item: the key-class attributes Apple stores with a key
-    /// (`kcls`, `klbl`, `type`, `bsiz`, `esiz`, the usage flags, `perm`, and `atag` / `labl` when given), as Swift
-    /// values (String, Data, Int, Bool). The secret is ``keyData``.
+    /// (`kcls`, `klbl`, `type`, `bsiz`, `esiz`, the usage flags, `perm`, `atag` / `labl` when given, and `tkid` =
+    /// ``kSecAttrTokenIDSecureEnclave`` for a Secure Enclave key), as Swift values (String, Data, Int, Bool). The
+    /// item's data is ``keyData``.
     public var keychainAttributes: [String: Any] {
         var attributes: [String: Any] = [
             kSecAttrKeyClass: keyClass,
@@ -131,17 +144,31 @@ public final class SecKey: NSObject, Sendable {
         for (name, value) in usage { attributes[name] = value }
         if let applicationTag { attributes[kSecAttrApplicationTag] = applicationTag }
         if let label { attributes[kSecAttrLabel] = label }
+        if tokenKey != nil { attributes[kSecAttrTokenID] = kSecAttrTokenIDSecureEnclave }
         return attributes
     }
 
-    /// Keystone's own: the key's bytes in Apple's external representation (what a keychain stores as the item's data).
-    public var keyData: Data { externalRepresentation }
+    /// Keystone's own: what a keychain stores as the key item's data: the key's bytes in Apple's external
+    /// representation, or for a Secure Enclave key the token's opaque wrapped blob (never private key bytes: the
+    /// token has none to give).
+    public var keyData: Data { externalRepresentation ?? tokenKey?.key.dataRepresentation ?? Data() }
 
     /// Keystone's own: the key a stored `kSecClassKey` item holds, from its attributes (``keychainAttributes``'s
-    /// `kcls` and `type` at least) and data (``keyData``).
+    /// `kcls` and `type` at least) and data (``keyData``). An item with `tkid` = ``kSecAttrTokenIDSecureEnclave``
+    /// is bound to ``KeychainServicesDefaults/secureEnclave``, with the item's access control (`kSecAttrAccessControl`
+    /// in `attributes`, if any).
     ///
-    /// - Throws: An `NSError` in `NSOSStatusErrorDomain` (errSecParam) when the attributes or the data are not a key.
+    /// - Throws: An `NSError` in `NSOSStatusErrorDomain` (errSecParam) when the attributes or the data are not a key;
+    ///   for a Secure Enclave key, `errSecUnimplemented` when no Secure Enclave is configured and `errSecDecode`
+    ///   when the data is not a key of the configured one's kind.
     public static func make(attributes: CFDictionary, data: Data) throws -> SecKey {
+        if SecKeyParameters.value(attributes, kSecAttrTokenID) as? String == kSecAttrTokenIDSecureEnclave {
+            do {
+                return try SecKeyTokenKey.storedKey(attributes: attributes, data: data, use: SecKeyTokenUse())
+            } catch let failure as SecKeyFailure {
+                throw failure.error
+            }
+        }
         let key = try SecKeyParameters.key(fromData: data, attributes: attributes)
         return SecKey(material: key.material,
                       applicationTag: SecKeyParameters.data(attributes[AnyHashable(kSecAttrApplicationTag)]),
@@ -151,17 +178,22 @@ public final class SecKey: NSObject, Sendable {
 
     // MARK: NSObject
 
-    /// Equal when both are the same kind of key with the same bytes.
+    /// Equal when both are the same kind of key with the same bytes (for Secure Enclave keys: the same token blob).
     public override func isEqual(_ object: Any?) -> Bool {
         guard let other = object as? SecKey else { return false }
-        return other === self || (other.isPrivate == isPrivate && other.externalRepresentation == externalRepresentation)
+        return other === self || (other.isPrivate == isPrivate && (other.tokenKey == nil) == (tokenKey == nil)
+                                  && other.keyData == keyData)
     }
 
     /// A hash of the public key.
     public override var hash: Int { applicationLabel.hashValue }
 
-    /// The key's type, class and size (never its bytes).
+    /// The key's type, class and size (never its bytes); Apple's `<SecKeyRef:('com.apple.setoken') 0x…>` for a
+    /// Secure Enclave key.
     public override var description: String {
+        if tokenKey != nil {
+            return "<SecKeyRef:('\(kSecAttrTokenIDSecureEnclave)') 0x\(String(UInt(bitPattern: ObjectIdentifier(self)), radix: 16))>"
+        }
         let kind = isEC ? "EC" : "RSA"
         return "<SecKeyRef algorithm: \(kind), key type: \(kind)\(isPrivate ? "Private" : "Public")Key, block size: \(keySizeInBits) bits>"
     }
@@ -169,12 +201,14 @@ public final class SecKey: NSObject, Sendable {
 
 // MARK: - Key material
 
-/// The swift-crypto keys behind a SecKey.
+/// The swift-crypto keys behind a SecKey, or the token that holds its private key.
 enum SecKeyMaterial: Sendable {
     case ecPrivate(ECPrivateKey)
     case ecPublic(ECPublicKey)
     case rsaPrivate(RSAPrivateKey)
     case rsaPublic(RSAPublicKey)
+    /// A P-256 private key inside a Secure Enclave token (`kSecAttrTokenIDSecureEnclave`): SecKeyToken.swift.
+    case token(SecKeyTokenKey)
 }
 
 /// The NIST prime curves Apple's `kSecAttrKeyTypeECSECPrimeRandom` keys use.
@@ -366,6 +400,8 @@ func withSecKeyError<T>(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ b
         return try body()
     } catch let failure as SecKeyFailure {
         failure.report(to: error)
+    } catch let failure as EngineError {
+        SecKeyFailure(failure.status, failure.reason).report(to: error)
     } catch let other {
         SecKeyFailure(errSecParam, "\(other)").report(to: error)
     }
@@ -492,17 +528,32 @@ public let kSecPublicKeyAttrs: CFString = "public"
 /// A permanent key (`kSecAttrIsPermanent` true, at the top level or in ``kSecPrivateKeyAttrs``) is added to the
 /// default keychain as a private-key item, with the accessibility, access control and access group given; if
 /// that fails, the function returns nil and the error carries the keychain's status (`errSecDuplicateItem`…).
+///
+/// With ``kSecAttrTokenID`` = ``kSecAttrTokenIDSecureEnclave`` (top level only, as Apple's), the key is made inside
+/// ``KeychainServicesDefaults/secureEnclave`` (on Linux a TPM 2.0): a 256-bit EC private key that signs (ECDSA),
+/// agrees keys (ECDH) and decrypts (ECIES), and whose private bytes never leave the token. Its keychain item has
+/// `tkid` set and the token's opaque blob as data. An access control made with `.privateKeyUsage` and an
+/// authentication flag (`.userPresence`, `.biometryAny`, `.biometryCurrentSet`, `.devicePasscode`) makes each
+/// signature, key exchange and decryption authenticate first, reusing the `LAContext` given as
+/// ``kSecUseAuthenticationContext`` within its reuse window; ``kSecUseOperationPrompt`` is the prompt.
+///
+/// - Throws: (through `error`) errSecParam for another key type or size with the Secure Enclave, or another token
+///   id; errSecUnimplemented (-4) when there is no Secure Enclave (nothing is stored) or the keychain plays a device
+///   without one; the token's status when it cannot make the key (errSecNotAvailable when the TPM does not answer).
+/// - Important: For a Secure Enclave key the TPM enforces that the private key stays inside it (and that its blob
+///   works on no other TPM); the access control is enforced by this library, not by the TPM. The call blocks while
+///   the TPM works: call it off Swift's cooperative pool.
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecKey? {
     withSecKeyError(error) {
         guard let type = SecKeyParameters.keyType(parameters) else {
             throw SecKeyFailure(errSecParam, "Unsupported key type: \(SecKeyParameters.value(parameters, kSecAttrKeyType) ?? "none")")
         }
-        if let token = SecKeyParameters.value(parameters, kSecAttrTokenID) as? String, token == kSecAttrTokenIDSecureEnclave {
-            throw SecKeyFailure(errSecUnimplemented, "Secure Enclave keys are not available on this platform")
-        }
         let bits = SecKeyParameters.int(SecKeyParameters.value(parameters, kSecAttrKeySizeInBits))
         let privateAttributes = SecKeyParameters.dictionary(SecKeyParameters.value(parameters, kSecPrivateKeyAttrs)) ?? [:]
         let attribute = { (key: CFString) in SecKeyParameters.value(privateAttributes, key) ?? SecKeyParameters.value(parameters, key) }
+        if let tokenID = SecKeyParameters.value(parameters, kSecAttrTokenID) {
+            return try SecKeyTokenKey.createRandomKey(tokenID: tokenID, type: type, bits: bits, attribute: attribute)
+        }
         let material: SecKeyMaterial
         if type == kSecAttrKeyTypeRSA {
             let size = bits ?? 2048
@@ -523,30 +574,41 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                          applicationTag: SecKeyParameters.data(attribute(kSecAttrApplicationTag)),
                          label: attribute(kSecAttrLabel) as? String,
                          isPermanent: SecKeyParameters.bool(attribute(kSecAttrIsPermanent)) ?? false)
-        if key.isPermanent {
-            // A permanent key is added to the keychain as a private-key item, with the access control or
-            // accessibility and access group the parameters give (Apple stores it the same way).
-            var item: [String: Any] = [kSecValueRef: key]
-            for name in [kSecAttrAccessible, kSecAttrAccessControl, kSecAttrAccessGroup, kSecAttrSynchronizable,
-                         kSecUseAuthenticationContext, kSecAttrTokenID] {
-                if let value = attribute(name) { item[name] = value }
-            }
-            let status = SecItemAdd(item, nil)
-            guard status == errSecSuccess else {
-                throw SecKeyFailure(status, "Storing the permanent key in the keychain failed: \(SecCopyErrorMessageString(status, nil) ?? "")")
-            }
-        }
+        if key.isPermanent { try storePermanentKey(key, attribute: attribute) }
         return key
     }
 }
 
+/// Adds a permanent key to the keychain as a private-key item, with the access control or accessibility and access
+/// group the parameters give (Apple stores it the same way).
+///
+/// - Throws: ``SecKeyFailure`` with the keychain's status (`errSecDuplicateItem`…).
+func storePermanentKey(_ key: SecKey, attribute: (CFString) -> Any?) throws {
+    var item: [String: Any] = [kSecValueRef: key]
+    for name in [kSecAttrAccessible, kSecAttrAccessControl, kSecAttrAccessGroup, kSecAttrSynchronizable,
+                 kSecUseAuthenticationContext] {
+        if let value = attribute(name) { item[name] = value }
+    }
+    let status = SecItemAdd(item, nil)
+    guard status == errSecSuccess else {
+        throw SecKeyFailure(status, "Storing the permanent key in the keychain failed: \(SecCopyErrorMessageString(status, nil) ?? "")")
+    }
+}
+
 /// The public key of a private key, or the key itself when it is public.
+///
+/// The public key of a Secure Enclave key is an ordinary public key (its external representation is the 65-byte
+/// X9.63 point), as Apple's is.
 public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
     key.isPrivate ? SecKey(material: key.publicMaterial) : key
 }
 
 /// The key's attributes: `kcls`, `type`, `bsiz`, `esiz`, `klbl`, the usage flags, `perm`, `atag` and `labl` when
 /// given, `class` (``kSecClassKey``) and `v_Data` (the external representation), as Foundation objects.
+///
+/// A Secure Enclave key has no `v_Data` (Apple's token keys export none); it has `tkid`
+/// (``kSecAttrTokenIDSecureEnclave``), `toid` (the token's opaque wrapped blob, which CryptoKit's
+/// `SecureEnclave.P256…PrivateKey(dataRepresentation:)` takes, as on Apple platforms), `extr` false and `sens` true.
 public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
     var attributes: CFDictionary = [
         kSecClass: kSecClassKey,
@@ -556,8 +618,14 @@ public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
         kSecAttrEffectiveKeySize: NSNumber(value: key.keySizeInBits),
         kSecAttrApplicationLabel: NSData(data: key.applicationLabel),
         kSecAttrIsPermanent: NSNumber(value: key.isPermanent),
-        kSecValueData: NSData(data: key.externalRepresentation),
     ]
+    if let external = key.externalRepresentation { attributes[kSecValueData] = NSData(data: external) }
+    if let token = key.tokenKey {
+        attributes[kSecAttrTokenID] = kSecAttrTokenIDSecureEnclave
+        attributes[SecKeyTokenKey.tokenObjectIDAttribute] = NSData(data: token.key.dataRepresentation)
+        attributes[kSecAttrIsExtractable] = NSNumber(value: false)
+        attributes[kSecAttrIsSensitive] = NSNumber(value: true)
+    }
     for (name, value) in key.usage { attributes[name] = NSNumber(value: value) }
     if let tag = key.applicationTag { attributes[kSecAttrApplicationTag] = NSData(data: tag) }
     if let label = key.label { attributes[kSecAttrLabel] = label }
@@ -565,8 +633,15 @@ public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
 }
 
 /// The key's bytes in Apple's format: EC 04 ‖ X ‖ Y (public) or 04 ‖ X ‖ Y ‖ K (private); RSA PKCS#1 DER.
+///
+/// - Returns: nil for a Secure Enclave private key, with `error` set to `errSecUnimplemented` (-4), "export not
+///   implemented for key <SecKeyRef:('com.apple.setoken') 0x…>", as Apple's (SecKey.c: token keys have no export).
 public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
-    NSData(data: key.externalRepresentation)
+    guard let external = key.externalRepresentation else {
+        SecKeyFailure(errSecUnimplemented, "export not implemented for key \(key)").report(to: error)
+        return nil
+    }
+    return NSData(data: external)
 }
 
 /// A key from its external representation (the format of ``SecKeyCopyExternalRepresentation(_:_:)``).

@@ -2,6 +2,7 @@
 import Foundation
 import Crypto
 import CryptoExtras
+import KeychainEngine
 
 // SecKey.h: signing, verification, encryption, decryption and key exchange with Apple's algorithms, performed by
 // swift-crypto. The formats and rules are those of Apple's Security (SecKeyAdaptors.m, SecKey.c, SecECKey.c):
@@ -17,6 +18,10 @@ import CryptoExtras
 //   `SecKeyKeyExchangeParameter.requestedSize` and take an optional `.sharedInfo`.
 // - An algorithm the key cannot perform fails with errSecParam, "<algorithm>: algorithm not supported by the key
 //   <key>"; a signature that does not verify with errSecVerifyFailed.
+// - A Secure Enclave key (`kSecAttrTokenIDSecureEnclave`, SecKeyToken.swift) performs every EC private-key algorithm
+//   a software P-256 key does: the token signs the digest and computes the raw ECDH secret; hashing, DER encoding,
+//   the X9.63 KDF and ECIES's AES-GCM are the same code as for software keys (swift-crypto's). Each use first passes
+//   the key's access control (`AuthenticationGate`).
 //
 // Not performed (SecKeyIsAlgorithmSupported answers false): SHA-224 wherever the input must be hashed or the RSA
 // DigestInfo needs it (swift-crypto has no SHA-224), MD5, raw RSA, the RSA OAEP+AES-GCM hybrids, OAEP with
@@ -292,6 +297,15 @@ private func eciesKeyAndIV(_ secret: SharedSecret, _ hash: SecKeyHash, variableI
 ///   - dataToSign: The message or the digest.
 ///   - error: Set to a CFError (errSecParam) when the key cannot perform the algorithm or the input is not valid.
 /// - Returns: The signature (DER `ECDSA-Sig-Value` for X9.62 ECDSA, r ‖ s for RFC 4754, the RSA signature block).
+///
+/// A Secure Enclave key signs in its token, after the authentication its access control asks.
+///
+/// - Throws: (through `error`) for a Secure Enclave key also the authentication's status (errSecUserCanceled,
+///   errSecAuthFailed — also for an access control without `.privateKeyUsage` —, errSecInteractionNotAllowed),
+///   errSecDecode when the key was made by another token than the configured one, errSecNotAvailable when the
+///   token cannot be reached.
+/// - Important: With a Secure Enclave key the call blocks while the TPM works or the person is asked: call it off
+///   Swift's cooperative pool.
 public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
                                   _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
     withSecKeyError(error) {
@@ -303,6 +317,8 @@ public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _
             signature = try ec.ecdsaSignature(digest, rfc4754: rfc4754)
         case (.rsaPrivate(let rsa), .rsaSignature(_, _, let pss)):
             signature = try rsa.signing.signature(for: digest, padding: pss ? .PSS : .insecurePKCS1v1_5).rawRepresentation
+        case (.token(let token), .ecdsa(_, _, let rfc4754)):
+            signature = try token.ecdsaSignature(digest, rfc4754: rfc4754)
         default:
             throw SecKeyFailure.unsupported(algorithm, key)
         }
@@ -380,6 +396,10 @@ public func SecKeyCreateEncryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorith
 ///
 /// - Returns: The plaintext; nil with `error` set (errSecParam) when the key cannot perform the algorithm or the
 ///   ciphertext is not valid for the key (wrong size, wrong padding, failed authentication).
+///
+/// A Secure Enclave key decrypts ECIES: its token computes the ECDH step (after the authentication its access
+/// control asks); the KDF and AES-GCM are the same as for a software key. Its failures are those of
+/// ``SecKeyCreateSignature(_:_:_:_:)``.
 public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
                                       _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
     withSecKeyError(error) {
@@ -396,15 +416,17 @@ public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorith
                 throw SecKeyFailure(errSecParam, "RSAdecrypt wrong input")
             }
             return NSData(data: plaintext)
-        case (.ecPrivate(let ec), .ecies(let hash, let variableIV)):
-            let pointSize = ec.curve.publicKeyByteCount
+        case (.ecPrivate, .ecies(let hash, let variableIV)), (.token, .ecies(let hash, let variableIV)):
+            guard case .ecPublic(let own) = key.publicMaterial else { throw SecKeyFailure.unsupported(algorithm, key) }
+            let pointSize = own.curve.publicKeyByteCount
             guard input.count >= pointSize + 16 else {
                 throw SecKeyFailure(errSecParam, "ECIES: Input data too short")
             }
             let start = input.startIndex
             let ephemeralPublicKey = Data(input[start..<start + pointSize])
-            let secret = try ec.sharedSecret(with: ECPublicKey(x963: ephemeralPublicKey))
-            let (aesKey, iv) = try eciesKeyAndIV(secret, hash, variableIV: variableIV, curve: ec.curve,
+            // The one step that needs the private key: ECDH, in swift-crypto or in the key's token.
+            let secret = try key.ecdhSecret(with: ECPublicKey(x963: ephemeralPublicKey), for: .decrypt)
+            let (aesKey, iv) = try eciesKeyAndIV(secret, hash, variableIV: variableIV, curve: own.curve,
                                                  ephemeralPublicKey: ephemeralPublicKey)
             guard let box = try? AES.GCM.SealedBox(nonce: iv, ciphertext: input[(start + pointSize)..<(input.endIndex - 16)],
                                                    tag: input[(input.endIndex - 16)...]),
@@ -424,33 +446,54 @@ public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorith
 ///   - parameters: For the X9.63 KDF algorithms, `SecKeyKeyExchangeParameter.requestedSize` (required: the number
 ///     of bytes) and `.sharedInfo` (optional data); ignored for the raw algorithms.
 /// - Returns: The raw shared secret (the x-coordinate, ``SecKeyGetBlockSize(_:)`` bytes), or the KDF's output.
+///
+/// A Secure Enclave private key computes the shared secret in its token (after the authentication its access
+/// control asks); its failures are those of ``SecKeyCreateSignature(_:_:_:_:)``.
 public func SecKeyCopyKeyExchangeResult(_ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey,
                                         _ parameters: CFDictionary,
                                         _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
     withSecKeyError(error) {
         let plan = try plan(privateKey, .keyExchange, algorithm)
-        guard case .ecPrivate(let mine) = privateKey.material, case .ecdh(let kdf) = plan,
-              case .ecPublic(let theirs) = publicKey.publicMaterial else {
+        guard case .ecdh(let kdf) = plan, case .ecPublic(let theirs) = publicKey.publicMaterial else {
             throw SecKeyFailure.unsupported(algorithm, privateKey)
         }
-        let secret = try mine.sharedSecret(with: theirs)
+        // The parameters are checked before the private key is used (a token key's use may ask the person).
+        var size = 0
+        var sharedInfo = Data()
+        if kdf != nil {
+            guard let requested = SecKeyParameters.int(SecKeyParameters.value(parameters, kSecKeyKeyExchangeParameterRequestedSize)),
+                  requested > 0 else {
+                throw SecKeyFailure(errSecParam, "kSecKeyKeyExchangeParameterRequestedSize is missing")
+            }
+            size = requested
+            switch SecKeyParameters.value(parameters, kSecKeyKeyExchangeParameterSharedInfo) {
+            case nil: break
+            case let data as Data: sharedInfo = data
+            case let data as NSData: sharedInfo = Data(referencing: data)
+            default: throw SecKeyFailure(errSecParam, "ECDHKeyExchange wrong sharedInfo type (must be CFData/NSData)")
+            }
+        }
+        let secret = try privateKey.ecdhSecret(with: theirs, for: .keyExchange)
         guard let kdf else { return NSData(data: secret.withUnsafeBytes { Data($0) }) }
-        guard let size = SecKeyParameters.int(SecKeyParameters.value(parameters, kSecKeyKeyExchangeParameterRequestedSize)),
-              size > 0 else {
-            throw SecKeyFailure(errSecParam, "kSecKeyKeyExchangeParameterRequestedSize is missing")
-        }
-        let sharedInfoValue = SecKeyParameters.value(parameters, kSecKeyKeyExchangeParameterSharedInfo)
-        let sharedInfo: Data
-        switch sharedInfoValue {
-        case nil: sharedInfo = Data()
-        case let data as Data: sharedInfo = data
-        case let data as NSData: sharedInfo = Data(referencing: data)
-        default: throw SecKeyFailure(errSecParam, "ECDHKeyExchange wrong sharedInfo type (must be CFData/NSData)")
-        }
         guard let derived = kdf.x963(secret, sharedInfo: sharedInfo, count: size) else {
             throw SecKeyFailure.unsupported(algorithm, privateKey)
         }
         return NSData(data: derived)
+    }
+}
+
+extension SecKey {
+    /// The ECDH step of ECIES decryption and of a key exchange: the shared secret of this private key with `peer`,
+    /// computed by swift-crypto for a software key, by the token (after the key's access control) for a Secure
+    /// Enclave key.
+    ///
+    /// - Throws: ``SecKeyFailure``: errSecParam (another curve, not an EC private key), or a token key's failures.
+    func ecdhSecret(with peer: ECPublicKey, for operation: SecKeyTokenOperation) throws -> SharedSecret {
+        switch material {
+        case .ecPrivate(let mine): return try mine.sharedSecret(with: peer)
+        case .token(let token): return try token.sharedSecret(with: peer, for: operation)
+        case .ecPublic, .rsaPrivate, .rsaPublic: throw SecKeyFailure(errSecParam, "ECDH needs an EC private key, not \(self)")
+        }
     }
 }
 
