@@ -83,7 +83,8 @@ extension SecureEnclave.P256.Signing {
         /// Signs a digest. A digest longer than 32 bytes (SHA-384, SHA-512) is used as ECDSA over P-256 uses it, by
         /// its leftmost 32 bytes, so the signature verifies with `publicKey.isValidSignature(_:for: digest)`.
         ///
-        /// - Throws: ``SecureEnclaveError``, as ``signature(for:)-(DataProtocol)``.
+        /// - Throws: ``SecureEnclaveError``, as for the signature of data (`errSecAuthFailed`, `errSecUserCanceled`,
+        ///   `errSecInteractionNotAllowed`, `errSecNotAvailable`, `errSecDecode`).
         public func signature<D: Crypto.Digest>(for digest: D) throws -> Crypto.P256.Signing.ECDSASignature {
             try core.authorize(operation: "sign", defaultPrompt: "Sign with a Secure Enclave key")
             let raw = try core.rawSignature(digest: Data(digest))

@@ -270,7 +270,8 @@ struct ScriptedEnclaveTests {
                 outcome = (success, error)
                 evaluated.signal()
             }
-            evaluated.wait()
+            // The reply is the signal; 60 s is only a safety net against a hang.
+            #expect(evaluated.wait(timeout: .now() + 60) == .success, "evaluatePolicy replied")
             #expect(outcome.0, "evaluatePolicy: \(String(describing: outcome.1))")
             #expect(authenticator.count == 1)
             for _ in 0..<3 {
@@ -392,7 +393,7 @@ struct ScriptedEnclaveTests {
             context.touchIDAuthenticationAllowableReuseDuration = 60
             let done = DispatchSemaphore(value: 0)
             context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "Sign in") { _, _ in done.signal() }
-            done.wait()
+            #expect(done.wait(timeout: .now() + 60) == .success, "evaluatePolicy replied (60 s safety net)")
             #expect(authenticator.count == 2)
             let restored = try DeviceSigningKey(restoring: key.stored, context: context)
             #expect(restored.publicKey == key.publicKey)
