@@ -199,6 +199,15 @@ let package = Package(
             .target(name: securityModule, condition: .when(platforms: linuxOnly)),
             .target(name: localAuthenticationModule, condition: .when(platforms: linuxOnly)),
         ], path: "Tests/Fixtures/AppleStyleKeychain", swiftSettings: settings),
+        // Seed 000's signing-key provider (a Secure Enclave key, a software key where there is none) verbatim, and
+        // SecureEnclave code as iOS apps write it: only Foundation, CryptoKit, Security and LocalAuthentication imported,
+        // built with those products exactly as a user's code is. Without ExistentialAny (`settings`): the seed names
+        // protocols as types without `any`, as app code does.
+        .target(name: "AppleStyleCryptoKit", dependencies: [
+            .target(name: cryptoKitModule, condition: .when(platforms: linuxOnly)),
+            .target(name: securityModule, condition: .when(platforms: linuxOnly)),
+            .target(name: localAuthenticationModule, condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/Fixtures/AppleStyleCryptoKit"),
         // One suite at a time owns the process-wide default keychain of the SecItem functions (tests of every target
         // run in one process, in parallel).
         .target(name: "DefaultKeychainLock", path: "Tests/DefaultKeychainLock", swiftSettings: settings),
@@ -222,6 +231,14 @@ let package = Package(
         // Against a real software TPM (swtpm, swtpm-tools, tpm2-tools); skipped with the reason when swtpm is missing.
         .testTarget(name: "KeychainTPMTests", dependencies: [
             "KeychainTPM", "KeychainEngine", "Swtpm", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
+        // CryptoKit's SecureEnclave on Linux: against a real software TPM (skipped with the reason when swtpm is missing)
+        // and a scripted token; seed 000's fallback with and without a Secure Enclave.
+        .testTarget(name: "CryptoKitTests", dependencies: [
+            .target(name: cryptoKitModule, condition: .when(platforms: linuxOnly)),
+            "AppleStyleCryptoKit", "KeychainServices", "KeychainEngine", "DefaultKeychainLock", "Swtpm",
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [
