@@ -60,7 +60,9 @@ public struct KeychainDiagnosis: Sendable {
                 add(.problem, "sealed", "the keychain is sealed to a TPM and cannot be opened here: \(error.reason)",
                     fix: error.status == Status.decode
                         ? "open it on the machine (and TPM) that created it; without that TPM and with no recovery password its items cannot be recovered"
-                        : "make the TPM reachable (see the TPM section: /dev/tpmrm0 and the tss group, or KEYSTONE_TPM_TCTI)")
+                        : error.status == Status.notAvailable || error.status == Status.unimplemented
+                        ? "make the TPM reachable (see the TPM section: /dev/tpmrm0 and the tss group, or KEYSTONE_TPM_TCTI)"
+                        : "the TPM refused for a reason of its own: see the TPM section, and try again")
                 return KeychainDiagnosis(path: path, findings: findings)
             }
             add(.problem, "header", error.reason, fix: error.status == Status.wrongSecVersion ? "use a newer Keystone" : "restore the file from a backup")

@@ -112,7 +112,8 @@ struct SealedProtector: Equatable {
     /// Blocks while the token works. Reads and writes nothing of the file.
     /// - Throws: `EngineError`: `errSecNotAvailable` (the token cannot be reached; nil `token`: none was given),
     ///   `errSecUnimplemented` (this machine has no such hardware), `errSecDecode` (the key belongs to another
-    ///   token — another machine, or a TPM cleared since — or the sealed fields were edited).
+    ///   token — another machine, or a TPM cleared since — or the sealed fields were edited); any other status the
+    ///   token failed with (`errSecInternalComponent`: the TPM refused for a reason of its own), with its reason.
     func unseal(with token: (any SecureEnclaveToken)?, fileID: Data) throws -> SymmetricKey {
         guard let token else {
             throw EngineError(Status.notAvailable, "the keychain is sealed to a TPM (Secure Enclave) and no token was given to open it: pass one (KeychainServicesDefaults.secureEnclave), or check KEYSTONE_SECURE_ENCLAVE is not none")
@@ -124,9 +125,14 @@ struct SealedProtector: Equatable {
             guard key.usage == .keyAgreement else { throw EngineError(Status.decode, "the sealed key is not a key-agreement key") }
             shared = try token.sharedSecret(peerX963: ephemeralPublicKey, with: tokenKey)
         } catch where error.status == Status.notAvailable || error.status == Status.unimplemented {
-            throw EngineError(error.status, "the keychain is sealed to a TPM that cannot be reached (\(error.reason)); the file was left as it is")
-        } catch {
+            throw EngineError(error.status, "the keychain is sealed to a TPM that cannot be reached (\(clause(error.reason))); the file was left as it is")
+        } catch where error.status == Status.decode || error.status == Status.param {
+            // Not this token's key, or sealed fields that are not what this token made (a wrong usage, an invalid
+            // ephemeral key): another machine's keychain, or an edited header.
             throw Self.sealedElsewhere(error.reason)
+        } catch {
+            // The token refused for a reason of its own (a TPM out of memory, in lockout…): not a verdict on the file.
+            throw EngineError(error.status, "the TPM could not unseal the keychain (\(clause(error.reason))); the file was left as it is: try again, and see `keystone doctor`")
         }
         let sealingKey = Self.sealingKey(sharedX: shared, tokenPublicKey: key.publicKeyX963,
                                          ephemeralPublicKey: ephemeralPublicKey, fileID: fileID)
@@ -138,7 +144,7 @@ struct SealedProtector: Equatable {
 
     /// The error of a keychain this token cannot unseal.
     static func sealedElsewhere(_ detail: String) -> EngineError {
-        EngineError(Status.decode, "sealed to another TPM; the keychain cannot be opened here (or its header was damaged): \(detail). The file was left as it is; open it on the machine that created it, or unlock it with its recovery password if it has one")
+        EngineError(Status.decode, "sealed to another TPM; the keychain cannot be opened here (or its header was damaged): \(clause(detail)). The file was left as it is; open it on the machine that created it, or unlock it with its recovery password if it has one")
     }
 
     /// HKDF-SHA256 of the ECDH x coordinate: salt the file id, info the label and both public keys.
@@ -146,4 +152,11 @@ struct SealedProtector: Equatable {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: sharedX), salt: fileID,
                                info: hkdfLabel + tokenPublicKey + ephemeralPublicKey, outputByteCount: 32)
     }
+}
+
+/// A reason without its final full stop, to be embedded in a sentence.
+func clause(_ reason: String) -> String {
+    var text = Substring(reason)
+    while let last = text.last, last == "." || last == " " { text = text.dropLast() }
+    return String(text)
 }

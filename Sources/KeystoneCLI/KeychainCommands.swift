@@ -18,11 +18,22 @@ import KeychainServices
 /// (swtpm) is opened once.
 var toolSecureEnclave: (any SecureEnclaveToken)? {
     #if !canImport(Darwin)
+    _ = releasesSecureEnclaveAtExit
     return KeychainServicesDefaults.secureEnclave
     #else
     return nil
     #endif
 }
+
+#if !canImport(Darwin)
+/// Drops the process's token when the tool exits, which closes the TPM and flushes what the token keeps loaded (the
+/// primary storage key). Through /dev/tpmrm0 or tabrmd the resource manager flushes a closed connection's objects
+/// anyway; through a TCTI without one (swtpm, /dev/tpm0) each run would leave a transient object in the TPM, which
+/// holds only a few: after three runs the TPM answers "out of memory for object contexts" (TPM_RC_OBJECT_MEMORY).
+private let releasesSecureEnclaveAtExit: Void = {
+    atexit { KeychainServicesDefaults.useSecureEnclave(nil) }
+}()
+#endif
 
 struct CreateKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -63,7 +74,7 @@ struct CreateKeychain: ParsableCommand {
         }
         if let unavailable = token.availability() {
             throw ToolFailure(function: function, status: unavailable.status,
-                              reason: "\(unavailable.reason). Nothing was created; `keystone doctor` shows the TPM and why it cannot be used")
+                              reason: "\(unavailable.reason.trimmingCharacters(in: CharacterSet(charactersIn: ". "))). Nothing was created; `keystone doctor` shows the TPM and why it cannot be used")
         }
         var info = stat()
         if lstat(path, &info) == 0 {

@@ -17,6 +17,8 @@ final class SoftwareToken: SecureEnclaveToken {
     private let chipSecret = SymmetricKey(size: .bits256)
     let reachable = Mutex(true)
     let agreements = Mutex(0)
+    /// Set: key agreement fails with it (a TPM refusing for a reason of its own).
+    let refusal = Mutex<EngineError?>(nil)
 
     var name: String { "software token" }
 
@@ -62,6 +64,7 @@ final class SoftwareToken: SecureEnclaveToken {
 
     func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
         if let error = availability() { throw error }
+        if let error = refusal.withLock({ $0 }) { throw error }
         let (usage, key) = try privateKey(dataRepresentation)
         guard usage != .signing else { throw EngineError(Status.param, "a signing key") }
         guard let peer = try? P256.KeyAgreement.PublicKey(x963Representation: peerX963) else {
@@ -184,6 +187,22 @@ struct SealedKeychainTests {
         #expect(fileDigest(path) == digest)
         token.reachable.withLock { $0 = true }
         #expect(try readSecret(try KeychainFile.open(at: path, secureEnclave: token), "svc", "acct") == "s")
+    }
+
+    @Test("a token refusing for a reason of its own keeps its status (not 'sealed to another TPM'); the file unchanged")
+    func tokenRefusal() throws {
+        let dir = TempDir()
+        let path = dir.path()
+        let token = SoftwareToken()
+        try addSecret(try KeychainFile.create(at: path, sealedTo: token), "svc", "acct", "s")
+        let digest = fileDigest(path)
+        token.refusal.withLock { $0 = EngineError(Status.internalComponent, "out of memory for object contexts") }
+        var failure: EngineError?
+        do { _ = try KeychainFile.open(at: path, secureEnclave: token) } catch let error as EngineError { failure = error }
+        #expect(failure?.status == Status.internalComponent)
+        #expect(failure?.reason.contains("out of memory for object contexts") == true)
+        #expect(failure?.reason.contains("another TPM") == false)
+        #expect(fileDigest(path) == digest)
     }
 
     @Test("creating with an unreachable token creates nothing")
