@@ -1,5 +1,4 @@
 #if os(Linux)
-import Crypto
 import Foundation
 import Swtpm
 import Testing
@@ -25,11 +24,11 @@ extension Sandbox {
     func keychainPath(_ name: String) -> String { root.appendingPathComponent("data/keystone/\(name).keychain-db").path }
 }
 
-/// SHA-256 of a keychain file and its write-ahead log.
-func keychainDigest(_ path: String) -> String {
+/// The bytes of a keychain file and its write-ahead log: what "the file was not modified" compares.
+func keychainDigest(_ path: String) -> Data {
     var bytes = (try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data()
     bytes.append((try? Data(contentsOf: URL(fileURLWithPath: path + "-wal"))) ?? Data())
-    return SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    return bytes
 }
 
 /// `keystone create-keychain --tpm` and `keystone doctor`'s TPM section against a REAL software TPM (a fresh swtpm per
