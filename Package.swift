@@ -165,6 +165,8 @@ let package = Package(
             "KeychainEngine", "KeychainFile",
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
+            // `create-keychain --tpm` and doctor's TPM section.
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // The certificate and key verbs (import, export, find-certificate, find-identity, delete-certificate,
@@ -264,8 +266,10 @@ let package = Package(
         .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine", "KeychainServices"], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
             "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+            // Keychain files sealed to a real software TPM.
+            "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon"], swiftSettings: settings),
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )

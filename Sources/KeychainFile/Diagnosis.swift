@@ -21,14 +21,15 @@ public struct KeychainDiagnosis: Sendable {
     public var severity: Severity { findings.map(\.severity).max() ?? .ok }
 
     /// Examines the keychain file at `path` without changing it (an empty-password keychain is opened, so
-    /// its items can be checked).
+    /// its items can be checked; so is a keychain sealed to a Secure Enclave, with `secureEnclave`).
     ///
     /// Checks: the file exists and is a Keystone keychain of a format this version reads; its header is valid;
-    /// ownership and permissions (``FileSafety``); the password; the lock state and the kernel keyring; every
-    /// item's integrity (when unlocked); files left by interrupted creations.
+    /// ownership and permissions (``FileSafety``); the password, or the TPM it is sealed to; the lock state and the
+    /// kernel keyring; every item's integrity (when unlocked); files left by interrupted creations.
     ///
+    /// - Parameter secureEnclave: the token that opens a keychain sealed to a Secure Enclave.
     /// - Important: Findings name files, owners, modes, counts and row ids, never an item's contents.
-    public static func examine(keychainAt path: String) -> KeychainDiagnosis {
+    public static func examine(keychainAt path: String, secureEnclave: (any SecureEnclaveToken)? = nil) -> KeychainDiagnosis {
         var findings: [Finding] = []
         func add(_ severity: Severity, _ check: String, _ detail: String, fix: String? = nil) {
             findings.append(Finding(severity: severity, check: check, detail: detail, fix: fix))
@@ -52,21 +53,46 @@ public struct KeychainDiagnosis: Sendable {
         }
         let file: KeychainFile
         do {
-            file = try KeychainFile.open(at: path)
+            file = try KeychainFile.open(at: path, secureEnclave: secureEnclave)
         } catch let error as EngineError {
+            if let header = try? KeychainFile.openChecked(path).1, header.sealed != nil {
+                // The header is fine: the TPM it is sealed to cannot open it.
+                add(.problem, "sealed", "the keychain is sealed to a TPM and cannot be opened here: \(error.reason)",
+                    fix: error.status == Status.decode
+                        ? "open it on the machine (and TPM) that created it; without that TPM and with no recovery password its items cannot be recovered"
+                        : error.status == Status.notAvailable || error.status == Status.unimplemented
+                        ? "make the TPM reachable (see the TPM section: /dev/tpmrm0 and the tss group, or KEYSTONE_TPM_TCTI)"
+                        : "the TPM refused for a reason of its own: see the TPM section, and try again")
+                return KeychainDiagnosis(path: path, findings: findings)
+            }
             add(.problem, "header", error.reason, fix: error.status == Status.wrongSecVersion ? "use a newer Keystone" : "restore the file from a backup")
             return KeychainDiagnosis(path: path, findings: findings)
         } catch {
             add(.problem, "header", "\(error)")
             return KeychainDiagnosis(path: path, findings: findings)
         }
-        let (version, emptyPassword, settings) = file.withMutex { (file.header.version, file.header.emptyPassword, file.header.settings) }
+        let (version, emptyPassword, hasPassword, sealed, settings) = file.withMutex {
+            (file.header.version, file.header.emptyPassword, file.header.password != nil, file.header.sealed != nil, file.header.settings)
+        }
         if version < FileFormat.version {
             add(.note, "format", "format \(version); upgraded to format \(FileFormat.version) at the next unlock with the password")
         } else {
-            add(.ok, "format", "format \(version)")
+            add(.ok, "format", "format \(version)" + (sealed ? " (sealed to a TPM)" : ""))
         }
-        if emptyPassword {
+        if sealed {
+            if file.lockState == .locked {
+                let reason = file.unsealFailure() ?? "the TPM did not unseal it"
+                add(.warning, "sealed", "the keychain is sealed to a TPM that cannot open it here (\(reason)); it opens only with its recovery password",
+                    fix: "open it on the machine that created it, or keystone unlock-keychain -p <recovery password> \(path)")
+            } else {
+                add(.ok, "sealed", "sealed to this machine's TPM: it opens without a password here and on no other machine")
+            }
+            if hasPassword {
+                add(.ok, "password", "the keychain has a recovery password: it opens on any machine with it")
+            } else {
+                add(.note, "password", "no recovery password: clearing the TPM or moving the file to another machine loses the keychain and its items")
+            }
+        } else if emptyPassword {
             add(.warning, "password", "the keychain has an empty password: only its file permissions protect it",
                 fix: "keystone set-keychain-password \(path)")
         } else {
@@ -109,5 +135,21 @@ public struct KeychainDiagnosis: Sendable {
             }
         }
         return KeychainDiagnosis(path: path, findings: findings)
+    }
+}
+
+extension KeychainFile {
+    /// Why this instance's token cannot unseal the file, or nil when it can. Changes nothing.
+    func unsealFailure() -> String? {
+        withMutex {
+            do {
+                _ = try unsealMaster()
+                return nil
+            } catch let error as EngineError {
+                return error.reason
+            } catch {
+                return "\(error)"
+            }
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import KeychainEngine
 
@@ -15,8 +16,17 @@ import KeychainEngine
 /// file id and key check used by the unlock cache; 3 digests blob attributes (account, service, a key's tag…)
 /// by their bytes, so a String and Data with the same bytes are one primary key, as on Apple's keychain
 /// (``KeychainFile/writeMatchForm(_:of:in:byBytes:to:)``). Older files are upgraded on their first full unlock.
+/// 4 is format 3 with the master key sealed to a Secure Enclave token (``SealedProtector``; `create-keychain
+/// --tpm`), with or without a recovery password: only sealed files have it, so a Keystone that reads up to 3 refuses
+/// them with `errSecWrongSecVersion` (rather than asking for a password they do not have), and still reads every
+/// password file this version writes. Row sealing and digests of format 4 are format 3's.
 enum FileFormat {
+    /// The format password files are written with and older files are upgraded to (rows and digests).
     static let version: Int64 = 3
+    /// The format of files sealed to a Secure Enclave token.
+    static let sealedVersion: Int64 = 4
+    /// The newest format this version reads.
+    static let newestReadable: Int64 = sealedVersion
     static let magic = "keystone-keychain"
     static let masterAAD = Data("keystone-master-v1".utf8)
     /// A wrapped master key: 12-byte nonce, 32-byte key, 16-byte tag.
@@ -65,16 +75,21 @@ enum FileFormat {
 
 /// The keychain file's header: everything needed to unlock it, nothing secret in the clear.
 ///
+/// The master key is kept by one or two protectors (`KeyProtectors.swift`): a ``PasswordProtector`` (every file
+/// before format 4, and a sealed file's recovery password) and a ``SealedProtector`` (a file sealed to a Secure
+/// Enclave token, format 4). A file has at least one.
+///
 /// - Important: The header is readable and writable by whoever can write the file. Every field is validated
 ///   when read (a value out of range is `errSecInvalidKeychain`, never a trap); the master key is sealed, and the
 ///   key check ties cached keys to this file. The lock settings are not authenticated: whoever can write the
 ///   file can change them, as they can delete it.
 struct Header: Equatable {
     var version: Int64
-    var kdf: KDFParameters
-    var wrappedMaster: Data
+    /// The password's copy of the master key; nil in a file sealed to a token without a recovery password.
+    var password: PasswordProtector?
+    /// The token's copy of the master key (format 4 only).
+    var sealed: SealedProtector?
     var settings: KeychainSettings
-    var emptyPassword: Bool
     /// Bumped by every lock, so other open instances lock too.
     var epoch: Int64
     /// A random id, new for every keychain file (absent in version 1 files until their first unlock).
@@ -82,10 +97,14 @@ struct Header: Equatable {
     /// ``KeySet/check(fileID:)`` of this file's keys.
     var keyCheck: Data?
 
+    /// Whether the password is empty (false when there is no password at all).
+    var emptyPassword: Bool { password?.isEmpty ?? false }
+
     /// Reads and validates the header.
     ///
     /// - Throws: `EngineError` with `errSecInvalidKeychain` (not a keychain, a field missing or out of range),
-    ///   `errSecWrongSecVersion` (a newer format); `SQLiteError` when SQLite cannot read the file.
+    ///   `errSecWrongSecVersion` (a newer format, or a sealing scheme this version does not know); `SQLiteError`
+    ///   when SQLite cannot read the file.
     static func read(from db: SQLiteConnection) throws -> Header {
         var values: [String: Data] = [:]
         let statement = try db.statement("SELECT name, value FROM keystone_header")
@@ -100,22 +119,43 @@ struct Header: Equatable {
             values[name].flatMap { String(data: $0, encoding: .utf8) }.flatMap { Int64($0) }
         }
         guard let version = integer("version"), version >= 1 else { throw invalid("format version") }
-        guard version <= FileFormat.version else {
-            throw EngineError(Status.wrongSecVersion, "the keychain has format version \(version); this Keystone reads up to \(FileFormat.version)")
+        guard version <= FileFormat.newestReadable else {
+            throw EngineError(Status.wrongSecVersion, "the keychain has format version \(version); this Keystone reads up to \(FileFormat.newestReadable)")
         }
         let decoder = JSONDecoder()
-        guard let kdfData = values["kdf"], let kdf = try? decoder.decode(KDFParameters.self, from: kdfData) else {
-            throw invalid("key-derivation parameters")
+        var password: PasswordProtector?
+        // Before format 4 the password is the only protector; from 4 on it is there when the file has one.
+        if version < FileFormat.sealedVersion || values["master"] != nil || values["kdf"] != nil {
+            guard let kdfData = values["kdf"], let kdf = try? decoder.decode(KDFParameters.self, from: kdfData) else {
+                throw invalid("key-derivation parameters")
+            }
+            try kdf.validate()
+            guard let wrapped = values["master"], wrapped.count == FileFormat.wrappedMasterLength else { throw invalid("wrapped master key") }
+            guard let empty = values["empty"], empty == Data("0".utf8) || empty == Data("1".utf8) else { throw invalid("password flag") }
+            password = PasswordProtector(kdf: kdf, wrappedMaster: wrapped, isEmpty: empty == Data("1".utf8))
         }
-        try kdf.validate()
-        guard let wrapped = values["master"], wrapped.count == FileFormat.wrappedMasterLength else { throw invalid("wrapped master key") }
+        var sealed: SealedProtector?
+        let sealedFields = ["sealed-scheme", "sealed-key", "sealed-ephemeral", "sealed-master"]
+        if version >= FileFormat.sealedVersion {
+            guard let scheme = values["sealed-scheme"] else { throw invalid("sealed master key") }
+            guard scheme == Data(SealedProtector.scheme.utf8) else {
+                throw EngineError(Status.wrongSecVersion, "the keychain is sealed with a scheme this Keystone does not know; use a newer Keystone")
+            }
+            guard let key = values["sealed-key"], (1...SealedProtector.maximumKeyLength).contains(key.count) else { throw invalid("sealed token key") }
+            guard let ephemeral = values["sealed-ephemeral"], ephemeral.count == 65,
+                  (try? P256.KeyAgreement.PublicKey(x963Representation: ephemeral)) != nil else { throw invalid("sealed ephemeral key") }
+            guard let wrapped = values["sealed-master"], wrapped.count == FileFormat.wrappedMasterLength else { throw invalid("sealed master key") }
+            sealed = SealedProtector(tokenKey: key, ephemeralPublicKey: ephemeral, wrappedMaster: wrapped)
+        } else if sealedFields.contains(where: { values[$0] != nil }) {
+            // Sealed fields in an older format: the version was edited down (to make older Keystones read it).
+            throw invalid("format version")
+        }
         guard let settingsData = values["settings"], let settings = try? decoder.decode(KeychainSettings.self, from: settingsData) else {
             throw invalid("settings")
         }
         if let timeout = settings.lockAfterTimeout {
             guard timeout.isFinite, timeout >= 0, timeout <= KeychainSettings.maximumTimeout else { throw invalid("lock timeout") }
         }
-        guard let empty = values["empty"], empty == Data("0".utf8) || empty == Data("1".utf8) else { throw invalid("password flag") }
         let epoch: Int64
         if values["epoch"] == nil { epoch = 0 } else {
             guard let e = integer("epoch"), e >= 0 else { throw invalid("lock epoch") }
@@ -126,22 +166,33 @@ struct Header: Equatable {
         let keyCheck = values["keycheck"]
         if let keyCheck, keyCheck.count != 32 { throw invalid("key check") }
         if version >= 2, fileID == nil || keyCheck == nil { throw invalid("file id") }
-        return Header(version: version, kdf: kdf, wrappedMaster: wrapped, settings: settings,
-                      emptyPassword: empty == Data("1".utf8), epoch: epoch, fileID: fileID, keyCheck: keyCheck)
+        return Header(version: version, password: password, sealed: sealed, settings: settings,
+                      epoch: epoch, fileID: fileID, keyCheck: keyCheck)
     }
 
-    /// Writes every field (and the magic when `magic` is true) inside the caller's transaction.
+    /// Writes every field (and the magic when `magic` is true) inside the caller's transaction; removes the fields
+    /// of a protector the header no longer has.
     func write(to db: SQLiteConnection, magic: Bool = false) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         var values: [(String, Data)] = [
             ("version", Data(String(version).utf8)),
-            ("kdf", try encoder.encode(kdf)),
-            ("master", wrappedMaster),
             ("settings", try encoder.encode(settings)),
-            ("empty", Data((emptyPassword ? "1" : "0").utf8)),
             ("epoch", Data(String(epoch).utf8)),
         ]
+        var removed: [String] = []
+        if let password {
+            values += [("kdf", try encoder.encode(password.kdf)), ("master", password.wrappedMaster),
+                       ("empty", Data((password.isEmpty ? "1" : "0").utf8))]
+        } else {
+            removed += ["kdf", "master", "empty"]
+        }
+        if let sealed {
+            values += [("sealed-scheme", Data(SealedProtector.scheme.utf8)), ("sealed-key", sealed.tokenKey),
+                       ("sealed-ephemeral", sealed.ephemeralPublicKey), ("sealed-master", sealed.wrappedMaster)]
+        } else {
+            removed += ["sealed-scheme", "sealed-key", "sealed-ephemeral", "sealed-master"]
+        }
         if let fileID { values.append(("fileid", fileID)) }
         if let keyCheck { values.append(("keycheck", keyCheck)) }
         if magic { values.append(("magic", Data(FileFormat.magic.utf8))) }
@@ -149,6 +200,11 @@ struct Header: Equatable {
         for (name, value) in values {
             statement.reset()
             try statement.bind(1, name).bind(2, value).run()
+        }
+        let delete = try db.statement("DELETE FROM keystone_header WHERE name = ?1")
+        for name in removed {
+            delete.reset()
+            try delete.bind(1, name).run()
         }
     }
 }

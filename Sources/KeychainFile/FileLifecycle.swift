@@ -21,6 +21,44 @@ extension KeychainFile {
     /// - Throws: `EngineError` with `errSecDuplicateKeychain` when a file exists at `path`, `errSecWrPerm` when
     ///   it cannot be created or the directory is not safe (``FileSafety``), `errSecParam` for invalid settings.
     public static func create(at path: String, password: String, settings: KeychainSettings = .init()) throws -> KeychainFile {
+        try create(at: path, settings: settings, secureEnclave: nil) { master, _ in
+            (FileFormat.version, try PasswordProtector(sealing: master, password: password), nil)
+        }
+    }
+
+    /// Creates a keychain file at `path` whose master key is sealed to `token` (on Linux the TPM 2.0), and leaves
+    /// it unlocked in this process. The file opens unlocked, without a password, wherever `token`'s hardware is
+    /// (``open(at:secureEnclave:)`` with a token on the same TPM), and on no other machine.
+    ///
+    /// The token makes the key first: when it cannot, nothing is created. Blocks while the token works.
+    /// - Parameters:
+    ///   - token: the Secure Enclave to seal to (`KeychainServicesDefaults.secureEnclave`, `TPMSecureEnclaveToken()`).
+    ///   - recoveryPassword: nil for none; else a non-empty password that also opens the file, on any machine
+    ///     (``unlock(password:)``): the way back when the TPM is lost.
+    /// - Throws: `EngineError`: the token's `errSecUnimplemented` (no TPM) or `errSecNotAvailable` (unreachable);
+    ///   `errSecParam` for an empty recovery password or invalid settings; and the errors of
+    ///   ``create(at:password:settings:)``.
+    /// - Important: Without a recovery password, losing the TPM loses the keychain and everything in it: clearing
+    ///   the TPM (a firmware reset, "Clear TPM" in the firmware setup), replacing the machine or its main board,
+    ///   or moving the file (or a backup of it) to another machine. There is no recovery. On this machine, any code
+    ///   running as a user allowed to use the TPM can open the file: sealing protects it off the machine, not from
+    ///   programs on it. A recovery password is as strong as the password: offline guessing attacks it as they
+    ///   attack any keychain password.
+    public static func create(at path: String, sealedTo token: any SecureEnclaveToken, recoveryPassword: String? = nil,
+                              settings: KeychainSettings = .init()) throws -> KeychainFile {
+        if let recoveryPassword, recoveryPassword.isEmpty {
+            throw EngineError.param("a recovery password cannot be empty: it would let the keychain be opened on any machine without one; give none, or a real one")
+        }
+        return try create(at: path, settings: settings, secureEnclave: token) { master, fileID in
+            let sealed = try SealedProtector(sealing: master, to: token, fileID: fileID)
+            let password = try recoveryPassword.map { try PasswordProtector(sealing: master, password: $0) }
+            return (FileFormat.sealedVersion, password, sealed)
+        }
+    }
+
+    /// Creates a keychain whose master key `protect` seals (called before any file is made).
+    private static func create(at path: String, settings: KeychainSettings, secureEnclave: (any SecureEnclaveToken)?,
+                               protect: (SymmetricKey, Data) throws -> (Int64, PasswordProtector?, SealedProtector?)) throws -> KeychainFile {
         try settings.validate()
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try makeDirectory(directory) }
@@ -30,7 +68,11 @@ extension KeychainFile {
         removeAbandonedBuilds(of: path)
 
         let master = SymmetricKey(size: .bits256)
-        let temporary = try build(for: path, master: master, password: password, settings: settings)
+        let fileID = randomBytes(FileFormat.fileIDLength)
+        let (version, password, sealed) = try protect(master, fileID)
+        let header = Header(version: version, password: password, sealed: sealed, settings: settings, epoch: 0,
+                            fileID: fileID, keyCheck: KeySet(master: master).check(fileID: fileID))
+        let temporary = try build(for: path, header: header)
         defer {
             for suffix in ["", "-wal", "-shm"] { unlink(temporary.path + suffix) }
             close(temporary.fd)  // after unlinking: until then its lock says the build is alive
@@ -41,10 +83,10 @@ extension KeychainFile {
             throw EngineError(Status.wrPerm, "cannot create \(path): \(String(cString: strerror(code)))")
         }
         syncDirectory(directory)
-        let (db, header, device, inode) = try openChecked(path)
-        let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode)
+        let (db, written, device, inode) = try openChecked(path)
+        let file = KeychainFile(path: path, db: db, header: written, device: device, inode: inode, secureEnclave: secureEnclave)
         do {
-            try file.withMutex { try file.install(KeySet(master: master), at: file.clock()) }
+            try file.withMutex { try file.install(KeySet(master: master), at: file.clock(), share: sealed == nil) }
         } catch let error as EngineError where error.status == Status.quotaExceeded {
             // The keychain exists and is unlocked here; other processes will find it locked.
             KeystoneLog.logger.error("created keychain could not be shared through the kernel keyring", metadata: ["path": "\(path)"])
@@ -54,8 +96,7 @@ extension KeychainFile {
 
     /// Builds a complete keychain in a temporary file next to `path`, and returns it with its descriptor, which
     /// holds a lock (flock) on it until the caller closes it.
-    private static func build(for path: String, master: SymmetricKey, password: String,
-                              settings: KeychainSettings) throws -> (path: String, fd: Int32) {
+    private static func build(for path: String, header: Header) throws -> (path: String, fd: Int32) {
         let temporary = buildPrefix(of: path) + "\(getpid())-" + randomBytes(8).map { String(format: "%02x", $0) }.joined()
         let fd = openFile(temporary, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
@@ -68,12 +109,6 @@ extension KeychainFile {
             let db = try SQLiteConnection(path: temporary, create: false)
             try db.exec("PRAGMA journal_mode=WAL")
             try configure(db)
-            let kdf = KDFParameters.current()
-            let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: FileFormat.masterAAD)
-            let fileID = randomBytes(FileFormat.fileIDLength)
-            let header = Header(version: FileFormat.version, kdf: kdf, wrappedMaster: wrapped, settings: settings,
-                                emptyPassword: password.isEmpty, epoch: 0, fileID: fileID,
-                                keyCheck: KeySet(master: master).check(fileID: fileID))
             try db.exec("BEGIN IMMEDIATE")
             try db.exec("CREATE TABLE keystone_header (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
             for cls in ItemClass.allCases { try db.exec(FileFormat.tableSQL(cls)) }
@@ -123,17 +158,37 @@ extension KeychainFile {
 
     /// Opens an existing keychain file. Never writes to a file it cannot recognise.
     ///
-    /// The keychain comes back unlocked when its keys are cached in the kernel keyring or its password is empty;
-    /// otherwise locked.
+    /// The keychain comes back unlocked when its keys are cached in the kernel keyring or its password is empty,
+    /// or when it is sealed to a Secure Enclave and `secureEnclave` unseals it; otherwise locked.
+    ///
+    /// A file sealed to a Secure Enclave blocks while the token works. When the token cannot unseal it, the file is
+    /// left exactly as it was (nothing is written, nothing deleted) and: without a recovery password, opening
+    /// fails with the token's reason; with one, the keychain opens locked, for ``unlock(password:)`` (decision:
+    /// the recovery password is the way in when the TPM is gone, so the file must still open; the reason is
+    /// logged, and ``unlock()`` reports it).
+    /// - Parameter secureEnclave: the token that opens files sealed to a Secure Enclave
+    ///   (`KeychainServicesDefaults.secureEnclave`); ignored for other files.
     /// - Throws: `EngineError` with `errSecNoSuchKeychain` (missing), `errSecWrPerm` (owned by another user, or
     ///   open to group or others: ``FileSafety``), `errSecInvalidKeychain` (not a keychain, truncated, a header
-    ///   value out of range), `errSecWrongSecVersion` (a newer format).
-    public static func open(at path: String) throws -> KeychainFile {
+    ///   value out of range), `errSecWrongSecVersion` (a newer format). For a sealed file without a recovery
+    ///   password: `errSecNotAvailable` (the TPM cannot be reached, or no token given), `errSecUnimplemented` (no
+    ///   TPM on this machine), `errSecDecode` ("sealed to another TPM; the keychain cannot be opened here", or the
+    ///   sealed header fields were edited).
+    public static func open(at path: String, secureEnclave: (any SecureEnclaveToken)? = nil) throws -> KeychainFile {
         let (db, header, device, inode) = try openChecked(path)
-        let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode)
-        file.withMutex {
+        let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode, secureEnclave: secureEnclave)
+        try file.withMutex {
             file.loadSharedKeys()
-            if file.keys == nil && header.emptyPassword { try? file.unlock(password: "") }
+            if file.keys == nil && header.sealed != nil {
+                do {
+                    try file.install(KeySet(master: try file.unsealMaster()), at: file.clock(), share: false)
+                } catch let error as EngineError where header.password != nil {
+                    KeystoneLog.logger.warning("the keychain's TPM cannot open it; it stays locked until unlocked with its recovery password",
+                                               metadata: ["path": "\(path)", "status": "\(error.status)"])
+                }
+            } else if file.keys == nil && header.emptyPassword {
+                try? file.unlock(password: "")
+            }
         }
         return file
     }
@@ -180,18 +235,20 @@ extension KeychainFile {
     ///
     /// Processes racing to the first use all succeed on the same file. A file left by a creation interrupted in
     /// an earlier version of Keystone (a database with no header and no items) is moved aside, never deleted.
-    /// - Throws: the errors of ``open(at:)`` and ``create(at:password:settings:)``.
-    public static func openDefault() throws -> (keychain: KeychainFile, created: Bool) {
-        try openDefault(at: defaultPath)
+    /// - Throws: the errors of ``open(at:secureEnclave:)`` and ``create(at:password:settings:)``.
+    /// - Parameter secureEnclave: the token that opens the default keychain when it is sealed to a Secure Enclave
+    ///   (``open(at:secureEnclave:)``).
+    public static func openDefault(secureEnclave: (any SecureEnclaveToken)? = nil) throws -> (keychain: KeychainFile, created: Bool) {
+        try openDefault(at: defaultPath, secureEnclave: secureEnclave)
     }
 
-    /// ``openDefault()`` for the keychain at `path`.
-    static func openDefault(at path: String) throws -> (keychain: KeychainFile, created: Bool) {
+    /// ``openDefault(secureEnclave:)`` for the keychain at `path`.
+    static func openDefault(at path: String, secureEnclave: (any SecureEnclaveToken)? = nil) throws -> (keychain: KeychainFile, created: Bool) {
         for _ in 0..<4 {
             var info = stat()
             if stat(path, &info) == 0 {
                 do {
-                    return (try open(at: path), false)
+                    return (try open(at: path, secureEnclave: secureEnclave), false)
                 } catch let error as EngineError where error.status == Status.invalidKeychain && isAbandonedCreation(path) {
                     let aside = path + ".interrupted-" + randomBytes(4).map { String(format: "%02x", $0) }.joined()
                     KeystoneLog.logger.warning("moving aside a keychain file whose creation was interrupted", metadata: ["path": "\(path)", "to": "\(aside)"])
@@ -205,7 +262,7 @@ extension KeychainFile {
                 continue  // another process created it first: open theirs
             }
         }
-        return (try open(at: path), false)
+        return (try open(at: path, secureEnclave: secureEnclave), false)
     }
 
     /// A SQLite database with no Keystone header and no item rows: what an interrupted creation of an earlier

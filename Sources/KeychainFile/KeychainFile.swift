@@ -39,7 +39,9 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 ///
 /// - A random 256-bit master key, wrapped (AES-GCM) by a key derived from the keychain password with scrypt.
 ///   The scrypt parameters live in the file's header, are validated when read, and are raised on unlock when
-///   today's are stronger.
+///   today's are stronger. Or sealed to a Secure Enclave token, on Linux the TPM 2.0
+///   (``create(at:sealedTo:recoveryPassword:settings:)``): the file then opens unlocked on this machine without a
+///   password and cannot be opened on any other, optionally with a recovery password as well.
 /// - Three class keys derived from the master key (HKDF): A for `whenUnlocked*`, C for `afterFirstUnlock*`,
 ///   D for `always*`. Every row has its own random key, wrapped by its class key; the row's attributes,
 ///   secret and access control are sealed together with that row key.
@@ -63,7 +65,9 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 ///   password. It does not protect against code running as the same user while the keychain is unlocked
 ///   (it can read the kernel keyring cache and this process's memory), nor against a weak password: with an
 ///   empty password the file is protected only by its permissions (0600 in a 0700 directory), which is why a
-///   file owned by another user or open to group or others is refused (``FileSafety``).
+///   file owned by another user or open to group or others is refused (``FileSafety``). A file sealed to the TPM
+///   is protected against whoever takes it off the machine; on the machine, code running as a user who may use the
+///   TPM can open it.
 public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is reached only while `mutex` is held.
 
@@ -98,6 +102,15 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     var logSized = false
     /// Set when the file at `path` was deleted while open: every operation then fails with it.
     var gone: EngineError?
+    /// Whether the keys held now are shared through the kernel keyring.
+    ///
+    /// Decision: keys a Secure Enclave unsealed are never cached there. Every process unseals a sealed file itself
+    /// (one ECDH in the TPM, milliseconds), so keys never outlive the TPM in the keyring: a TPM cleared or gone
+    /// means the keychain does not open, at once. Keys unlocked with a sealed file's recovery password are cached
+    /// as any password's are, so that one `unlock-keychain -p` serves later commands where the TPM cannot.
+    var sharesKeys = true
+    /// The token that opens a file sealed to a Secure Enclave (nil: none; such a file then stays locked).
+    let secureEnclave: (any SecureEnclaveToken)?
 
     /// Whether decrypted rows are kept in memory between reads (default true).
     ///
@@ -135,8 +148,10 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         let candidate: Candidate
     }
 
-    init(path: String, db: SQLiteConnection, header: Header, device: UInt64, inode: UInt64) {
+    init(path: String, db: SQLiteConnection, header: Header, device: UInt64, inode: UInt64,
+         secureEnclave: (any SecureEnclaveToken)? = nil) {
         self.path = path
+        self.secureEnclave = secureEnclave
         self.db = db
         self.header = header
         self.device = device
@@ -175,8 +190,16 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         }
     }
 
-    /// Whether the password is empty: the file is then protected only by its permissions.
+    /// Whether the password is empty: the file is then protected only by its permissions. False for a file
+    /// sealed to a Secure Enclave without a password.
     public var isEmptyPassword: Bool { withMutex { header.emptyPassword } }
+
+    /// Whether the file has a password (for a file sealed to a Secure Enclave: a recovery password).
+    public var hasPassword: Bool { withMutex { header.password != nil } }
+
+    /// Whether the master key is sealed to a Secure Enclave token (`create-keychain --tpm`): the file opens only
+    /// on the machine whose TPM sealed it (or with its recovery password, when it has one).
+    public var isSealedToSecureEnclave: Bool { withMutex { header.sealed != nil } }
 
     /// The lock settings.
     public var settings: KeychainSettings { withMutex { header.settings } }
@@ -194,16 +217,18 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         try settings.validate()
         try withMutex {
             try updateHeader { $0.settings = settings }
-            if let keys { try share(keys, at: unlockedAt ?? clock()) }
+            if let keys, sharesKeys { try share(keys, at: unlockedAt ?? clock()) }
         }
     }
 
-    /// Unlocks with `password`.
+    /// Unlocks with `password` (for a file sealed to a Secure Enclave: its recovery password, which works on any
+    /// machine; the keys then stay in this process only).
     ///
     /// A version 1 file is upgraded to the current format on its first full unlock (every row re-sealed in
     /// one transaction), and outdated key-derivation parameters are raised.
     ///
     /// - Throws: `EngineError` with `errSecAuthFailed` when the password is wrong (nothing is written);
+    ///   `errSecParam` when the file is sealed to a Secure Enclave and has no password (use ``unlock()``);
     ///   `errSecInvalidKeychain` when the header is damaged; `errSecQuotaExceeded` when the keys could not be
     ///   cached for other processes: the keychain is then unlocked in this process only.
     public func unlock(password: String) throws {
@@ -213,8 +238,29 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             if header.version < FileFormat.version {
                 try upgrade(master: master)
             }
-            if header.kdf.isOutdated { try? rewrap(master, password: password) }
+            if header.password?.kdf.isOutdated == true { try? rewrap(master, password: password) }
             try install(KeySet(master: master), at: clock())
+        }
+    }
+
+    /// Unlocks without a password: a file sealed to a Secure Enclave with the token it was opened with (the TPM
+    /// computes the key that opens the master key); a file with an empty password with that password.
+    ///
+    /// Blocks while the token works. Writes nothing.
+    /// - Throws: `EngineError` with `errSecNotAvailable` when the TPM cannot be reached (or no token was given),
+    ///   `errSecUnimplemented` when this machine has no TPM, `errSecDecode` when the file was sealed to another TPM
+    ///   (or its sealed header fields were edited): the file is never modified; `errSecAuthFailed` when the file
+    ///   is protected by a password only (use ``unlock(password:)``).
+    public func unlock() throws {
+        try withMutex {
+            try refresh()
+            if header.sealed != nil {
+                try install(KeySet(master: try unsealMaster()), at: clock(), share: false)
+            } else if header.emptyPassword {
+                try unlock(password: "")
+            } else {
+                throw EngineError(Status.authFailed, "the keychain is protected by a password: unlock it with its password")
+            }
         }
     }
 
@@ -240,12 +286,22 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         }
     }
 
-    /// Changes the password by re-wrapping the master key; no item is re-encrypted.
+    /// Changes the password by re-wrapping the master key; no item is re-encrypted. For a file sealed to a Secure
+    /// Enclave with a recovery password, changes the recovery password (the TPM's copy is untouched).
     ///
-    /// - Throws: `EngineError` with `errSecAuthFailed` when `old` is wrong.
+    /// Decision: a sealed file without a password keeps having none (`errSecParam`): adding a password would add a
+    /// way to open it off this machine, which its creator chose not to have. A recovery password is never empty.
+    /// - Throws: `EngineError` with `errSecAuthFailed` when `old` is wrong; `errSecParam` for a sealed file without
+    ///   a password, or an empty new recovery password.
     public func changePassword(old: String, new: String) throws {
         try withMutex {
             try refresh()
+            if header.sealed != nil && header.password == nil {
+                throw EngineError.param("the keychain is sealed to this machine's TPM and has no password to change: a password would let it be opened on other machines. To have a recovery password, create a keychain with one (create-keychain --tpm -p) and move the items")
+            }
+            if header.sealed != nil && new.isEmpty {
+                throw EngineError.param("a recovery password cannot be empty: it would let the keychain be opened on any machine without one")
+            }
             let master = try unwrapMaster(old)
             try rewrap(master, password: new)
             try install(KeySet(master: master), at: clock())
@@ -253,21 +309,30 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     }
 
     func unwrapMaster(_ password: String) throws -> SymmetricKey {
-        let derived = try header.kdf.deriveKey(password)
-        guard let bytes = try? Sealing.open(header.wrappedMaster, key: derived, aad: FileFormat.masterAAD), bytes.count == 32 else {
-            throw EngineError(Status.authFailed, "wrong keychain password")
+        guard let protector = header.password else {
+            throw EngineError.param("the keychain is sealed to this machine's TPM and has no password: it unlocks without one (unlock-keychain without -p)")
         }
-        return SymmetricKey(data: bytes)
+        return try protector.unwrap(password)
+    }
+
+    /// The master key, unsealed by the token this instance was opened with. Mutex held.
+    ///
+    /// - Throws: the errors of ``SealedProtector/unseal(with:fileID:)``; `errSecDecode` when the unsealed keys do
+    ///   not pass the header's key check.
+    func unsealMaster() throws -> SymmetricKey {
+        guard let sealed = header.sealed, let fileID = header.fileID else {
+            throw EngineError(Status.authFailed, "the keychain is not sealed to a TPM")
+        }
+        let master = try sealed.unseal(with: secureEnclave, fileID: fileID)
+        guard KeySet(master: master).check(fileID: fileID) == header.keyCheck else {
+            throw SealedProtector.sealedElsewhere("the unsealed key is not this keychain's")
+        }
+        return master
     }
 
     private func rewrap(_ master: SymmetricKey, password: String) throws {
-        let kdf = KDFParameters.current()
-        let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: FileFormat.masterAAD)
-        try updateHeader {
-            $0.kdf = kdf
-            $0.wrappedMaster = wrapped
-            $0.emptyPassword = password.isEmpty
-        }
+        let protector = try PasswordProtector(sealing: master, password: password)
+        try updateHeader { $0.password = protector }
     }
 
     func updateHeader(_ change: (inout Header) -> Void) throws {
@@ -287,14 +352,15 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         } catch let error as SQLiteError { throw error.engineError }
     }
 
-    /// Makes `keys` this process's keys and shares them through the keyring.
+    /// Makes `keys` this process's keys and, when `shared`, shares them through the keyring.
     ///
     /// - Throws: `errSecQuotaExceeded` when they could not be shared (they are installed here all the same).
-    func install(_ keys: KeySet, at date: Date) throws {
+    func install(_ keys: KeySet, at date: Date, share shared: Bool = true) throws {
         rowCache.removeAll()
         self.keys = keys
         self.unlockedAt = date
-        try share(keys, at: date)
+        sharesKeys = shared
+        if shared { try share(keys, at: date) }
     }
 
     private func share(_ keys: KeySet, at date: Date) throws {
@@ -320,6 +386,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             if keys?.lockState == .unlocked && cached.lockState != .unlocked { return }
             keys = cached
             unlockedAt = date
+            sharesKeys = true
             rowCache.removeAll()
             return
         }

@@ -231,19 +231,22 @@ public enum KeychainServicesDefaults {
     #endif
 
     /// An engine over a keychain file: by default the default keychain file (`KeychainFile.defaultPath`),
-    /// created with an empty password on first use.
+    /// created with an empty password on first use. A file sealed to the TPM (`keystone create-keychain --tpm`) is
+    /// opened with ``secureEnclave``.
     ///
-    /// - Throws: `EngineError` when the file cannot be opened or created.
+    /// - Throws: `EngineError` when the file cannot be opened or created (for a sealed file: `errSecNotAvailable`
+    ///   when the TPM cannot be reached, `errSecDecode` when it was sealed to another TPM).
     public static func fileEngine(at path: String? = nil) throws -> KeychainEngine {
-        guard let path else { return followingEngine(try KeychainFile.openDefault().keychain) }
+        let token = secureEnclave
+        guard let path else { return followingEngine(try KeychainFile.openDefault(secureEnclave: token).keychain) }
         if FileManager.default.fileExists(atPath: path) {
-            return followingEngine(try KeychainFile.open(at: path))
+            return followingEngine(try KeychainFile.open(at: path, secureEnclave: token))
         }
         do {
             return followingEngine(try KeychainFile.create(at: path, password: ""))
         } catch let error as EngineError where error.status == Status.duplicateKeychain {
             // another process created it first
-            return followingEngine(try KeychainFile.open(at: path))
+            return followingEngine(try KeychainFile.open(at: path, secureEnclave: token))
         }
     }
 

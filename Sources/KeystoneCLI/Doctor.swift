@@ -8,13 +8,17 @@ import KeychainSecretService
 #if canImport(Glibc)
 import Glibc
 #endif
+#if canImport(KeychainTPM)
+import KeychainTPM
+#endif
 
-// `keystone doctor`: which storage is in use and why, the keychain file, and the Secret Service.
+// `keystone doctor`: which storage is in use and why, the keychain file, the Secret Service, authentication and
+// the TPM.
 
 struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
-        abstract: "Check the keychain storage in use: which one and why, the keychain file, the Secret Service; and who can authenticate.",
+        abstract: "Check the keychain storage in use: which one and why, the keychain file, the Secret Service; who can authenticate; the TPM.",
         discussion: """
         Reports (1) the storage in use and why (the argument, KEYSTONE_KEYCHAIN, KEYSTONE_BACKEND, the \
         `default-keychain -s` setting, or the default); (2) the keychain file: path, owner and mode, format, \
@@ -23,7 +27,10 @@ struct Doctor: ParsableCommand {
         daemon owning org.freedesktop.secrets (bus name, pid, process), its collections, the `default` alias, \
         the collection's lock state and the session's algorithm; (4) authentication (LAContext, access-controlled \
         items): the `keystone` PAM service or the `other` fallback, the controlling terminal, the fingerprint \
-        reader (fprintd, its device and enrolled fingers). Each problem comes with a fix.
+        reader (fprintd, its device and enrolled fingers); (5) the TPM 2.0 (the Secure Enclave on Linux, which \
+        `create-keychain --tpm` seals keychains to): the TCTI in use and where it came from (KEYSTONE_TPM_TCTI, \
+        TPM2TOOLS_TCTI, TCTI, or tctildr's default), /dev/tpmrm0 and /dev/tpm0 and whether you can open them, the \
+        manufacturer, vendor and firmware, or why it cannot be used. Each problem comes with a fix.
 
         Changes nothing, never prompts, never prints a secret. Exits 1 when a problem blocks the storage in use \
         (problems of the storage not in use are only notes or warnings), else 0.
@@ -31,13 +38,16 @@ struct Doctor: ParsableCommand {
         --json prints one object: "storage" {"kind": "file" or "secret-service", "name": the path or \
         secret-service:[COLLECTION], "reason": "argument", "KEYSTONE_KEYCHAIN", "KEYSTONE_BACKEND", \
         "default-keychain" or "default"}; "file" {"path", "inUse", "exists", "owner", "mode", "format", \
-        "locked", "lockState", "unlockCache", "findings"}; "secretService" {"inUse", "argument", "available", \
+        "locked", "lockState", "sealed", "recoveryPassword", "unlockCache", "findings"}; "secretService" {"inUse", "argument", "available", \
         "busAddress", "addressSource" ("given", "DBUS_SESSION_BUS_ADDRESS", "$XDG_RUNTIME_DIR/bus" or "none"), \
         "daemon" {"name", "pid", "process"}, "collections" [{"path", "label", "locked"}], "defaultCollection", \
         "collection", "locked", "sessionAlgorithm", "findings"}; "authentication" {"pamService", "pamFallback", \
         "terminal", "fingerprint" {"state": "ready", "not-enrolled", "no-device" or "no-daemon", "device", \
-        "enrolledFingers", "reason"}, "findings"}; "ok" (false when the exit status is 1; authentication never \
-        makes it false). Each \
+        "enrolledFingers", "reason"}, "findings"}; "tpm" {"supported", "disabled", "tcti", "tctiSource" \
+        ("KEYSTONE_TPM_TCTI", "TPM2TOOLS_TCTI", "TCTI" or "default"), "devices" [{"path", "exists", "accessible", \
+        "owner", "group", "mode"}], "available", "status", "reason", "manufacturer", "vendor", "firmwareVersion", \
+        "specification", "findings"}; "ok" (false when the exit status is 1; authentication and the TPM never \
+        make it false: a sealed keychain the TPM cannot open is the file's problem). Each \
         finding is {"severity": "ok", "note", "warning" or "problem", "check", "detail", "fix"}. Unknown values \
         are null.
         """)
@@ -51,6 +61,8 @@ struct Doctor: ParsableCommand {
         let secretService = SecretServiceReport.examine(secretServiceInUse ? spec : Self.secretServiceSpec, inUse: secretServiceInUse)
         let ok = secretServiceInUse ? secretService.usable : file.usable
         let authentication = AuthenticationReport.examine()
+        // After the file: one token, so a TPM that serves one connection at a time (swtpm) is opened once.
+        let tpm = TPMReport.examine(needed: file.inUse && file.sealed == true)
 
         if json {
             printJSON([
@@ -58,6 +70,7 @@ struct Doctor: ParsableCommand {
                 "file": file.json,
                 "secretService": secretService.json,
                 "authentication": authentication.json.merging(["findings": authentication.findings.map(\.json)]) { $1 },
+                "tpm": tpm.json,
                 "ok": ok,
             ] as [String: Any])
         } else {
@@ -66,6 +79,7 @@ struct Doctor: ParsableCommand {
             text += "keychain file: \(file.path)\(file.inUse ? "" : " (not in use)")\n" + Self.lines(file.findings)
             text += "Secret Service: \(secretService.argument)\(secretService.inUse ? "" : " (not in use)")\n" + Self.lines(secretService.findings)
             text += "authentication (LAContext, access-controlled items):\n" + Self.lines(authentication.findings)
+            text += "TPM 2.0 (Secure Enclave keys, sealed keychains):\n" + Self.lines(tpm.findings)
             text += ok ? "result: ok — the storage in use can be used\n"
                 : "result: PROBLEM — the \(secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
             writeOut(text)
@@ -122,13 +136,16 @@ struct FileReport {
     var mode: String?
     var format: Int?
     var lockState: LockState?
+    /// Whether the master key is sealed to the TPM, and whether it also has a recovery password (nil: unknown).
+    var sealed: Bool?
+    var recoveryPassword: Bool?
     var unlockCache: String?
     var findings: [DoctorFinding]
     /// No problem blocks its use.
     let usable: Bool
 
     static func examine(_ path: String, inUse: Bool) -> FileReport {
-        let diagnosis = KeychainDiagnosis.examine(keychainAt: path)
+        let diagnosis = KeychainDiagnosis.examine(keychainAt: path, secureEnclave: toolSecureEnclave)
         var findings = diagnosis.findings.map { DoctorFinding(severity: $0.severity, check: $0.check, detail: $0.detail, fix: $0.fix) }
         var info = stat()
         var report = FileReport(path: path, inUse: inUse, exists: stat(path, &info) == 0, findings: [],
@@ -144,12 +161,17 @@ struct FileReport {
         if let format = findings.first(where: { $0.check == "format" }) {
             report.format = Int(format.detail.dropFirst("format ".count).prefix { $0.isNumber })
         }
-        if KeychainFile.isKeychain(at: path), let file = try? KeychainFile.open(at: path) {
+        if findings.contains(where: { $0.check == "sealed" }) { report.sealed = true }
+        if KeychainFile.isKeychain(at: path), let file = try? KeychainFile.open(at: path, secureEnclave: toolSecureEnclave) {
             let state = file.lockState
             report.lockState = state
+            report.sealed = file.isSealedToSecureEnclave
+            if file.isSealedToSecureEnclave { report.recoveryPassword = file.hasPassword }
             let keyringAvailable = findings.contains { $0.check == "keyring" && $0.severity == .ok }
             let cache: String
-            if file.isEmptyPassword {
+            if file.isSealedToSecureEnclave && state == .unlocked {
+                cache = "not needed: a keychain sealed to the TPM opens unlocked in every process on this machine"
+            } else if file.isEmptyPassword {
                 cache = "not needed: a keychain with an empty password opens unlocked in every process"
             } else if !keyringAvailable {
                 cache = "unavailable (no kernel keyring): each process must unlock the keychain itself"
@@ -175,6 +197,7 @@ struct FileReport {
             "path": path, "inUse": inUse, "exists": exists,
             "owner": owner ?? NSNull(), "mode": mode ?? NSNull(), "format": format ?? NSNull(),
             "locked": lockState.map { $0 != .unlocked } ?? NSNull(), "lockState": lockState?.rawValue ?? NSNull(),
+            "sealed": sealed ?? NSNull(), "recoveryPassword": recoveryPassword ?? NSNull(),
             "unlockCache": unlockCache ?? NSNull(),
             "findings": findings.map(\.json),
         ]
@@ -232,5 +255,106 @@ struct SecretServiceReport {
         json["findings"] = report.findings.map(\.json)
         report.json = json
         return report
+    }
+}
+
+/// The TPM 2.0, the Secure Enclave on Linux: the TCTI or device the tool uses, whether this user can open the
+/// devices, what the TPM says it is, and why it cannot be used.
+struct TPMReport {
+    var findings: [DoctorFinding] = []
+    var json: [String: Any] = [:]
+
+    static let devices = ["/dev/tpmrm0", "/dev/tpm0"]
+
+    /// - Parameter needed: the keychain in use is sealed to the TPM: a TPM that cannot be used is then a problem
+    ///   (else a note: the TPM is optional).
+    static func examine(needed: Bool, environment: [String: String] = ProcessInfo.processInfo.environment) -> TPMReport {
+        var json: [String: Any] = ["supported": false, "disabled": false, "tcti": NSNull(), "tctiSource": NSNull(),
+                                   "devices": [Any](), "available": false, "status": NSNull(), "reason": NSNull(),
+                                   "manufacturer": NSNull(), "vendor": NSNull(), "firmwareVersion": NSNull(),
+                                   "specification": NSNull()]
+        var findings: [DoctorFinding] = []
+        let missing: KeychainDiagnosis.Severity = needed ? .problem : .note
+        func report() -> TPMReport {
+            json["findings"] = findings.map(\.json)
+            return TPMReport(findings: findings, json: json)
+        }
+        #if canImport(KeychainTPM)
+        json["supported"] = true
+        if environment["KEYSTONE_SECURE_ENCLAVE"] == "none" {
+            json["disabled"] = true
+            findings.append(DoctorFinding(severity: missing, check: "disabled", detail: "KEYSTONE_SECURE_ENCLAVE=none: keystone uses no TPM (no Secure Enclave keys, no sealed keychains)",
+                                          fix: "unset KEYSTONE_SECURE_ENCLAVE to use the TPM"))
+            return report()
+        }
+        // Where the TCTI comes from, in TPMDevice.defaultTCTI's order.
+        let source = ["KEYSTONE_TPM_TCTI", "TPM2TOOLS_TCTI", "TCTI"].first { !(environment[$0] ?? "").isEmpty }
+        let tcti = TPMDevice.defaultTCTI(environment: environment)
+        json["tcti"] = tcti ?? NSNull()
+        json["tctiSource"] = source ?? "default"
+        if let tcti, let source {
+            findings.append(DoctorFinding(severity: .ok, check: "tcti", detail: "\(tcti) (from \(source))", fix: nil))
+        } else {
+            findings.append(DoctorFinding(severity: .ok, check: "tcti", detail: "none set: tctildr's default, /dev/tpmrm0 (the kernel's resource manager), then /dev/tpm0", fix: nil))
+        }
+        var deviceJSON: [[String: Any]] = []
+        for path in devices {
+            var info = stat()
+            guard stat(path, &info) == 0 else {
+                deviceJSON.append(["path": path, "exists": false, "accessible": false, "owner": NSNull(), "group": NSNull(), "mode": NSNull()])
+                if tcti == nil { findings.append(DoctorFinding(severity: .note, check: "device", detail: "\(path): absent", fix: nil)) }
+                continue
+            }
+            let owner = getpwuid(info.st_uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(info.st_uid)"
+            let group = getgrgid(info.st_gid).flatMap { $0.pointee.gr_name.map { String(cString: $0) } } ?? "gid \(info.st_gid)"
+            let mode = String(format: "%04o", Int(info.st_mode) & 0o7777)
+            let accessible = access(path, R_OK | W_OK) == 0
+            deviceJSON.append(["path": path, "exists": true, "accessible": accessible, "owner": owner, "group": group, "mode": mode])
+            let detail = "\(path): owner \(owner), group \(group), mode \(mode); " + (accessible ? "you can open it" : "you cannot open it")
+            if accessible {
+                findings.append(DoctorFinding(severity: .ok, check: "device", detail: detail, fix: nil))
+            } else {
+                // /dev/tpm0 is the raw device (one user at a time): only the resource manager's matters when both exist.
+                let matters = tcti == nil && (path == "/dev/tpmrm0" || !FileManager.default.fileExists(atPath: "/dev/tpmrm0"))
+                findings.append(DoctorFinding(severity: matters ? missing : .note, check: "device", detail: detail,
+                    fix: "add yourself to the device's group (sudo usermod -aG \(group) $USER; Debian's tpm-udev package makes it tss), then log in again"))
+            }
+        }
+        json["devices"] = deviceJSON
+        guard let token = toolSecureEnclave as? TPMSecureEnclaveToken else {
+            findings.append(DoctorFinding(severity: missing, check: "tpm", detail: "the Secure Enclave in use is not a TPM", fix: nil))
+            return report()
+        }
+        do throws(EngineError) {
+            let info = try token.info()
+            json["available"] = true
+            json["manufacturer"] = info.manufacturer
+            json["vendor"] = info.vendor
+            json["firmwareVersion"] = info.firmwareVersion
+            let specification = "TPM 2.0 revision \(info.specificationRevision / 100).\(String(format: "%02d", info.specificationRevision % 100)) (\(info.specificationYear))"
+            json["specification"] = specification
+            findings.append(DoctorFinding(severity: .ok, check: "tpm", detail: "reachable at \(token.name): Secure Enclave keys and sealed keychains can be used", fix: nil))
+            findings.append(DoctorFinding(severity: .ok, check: "manufacturer", detail: info.manufacturer, fix: nil))
+            findings.append(DoctorFinding(severity: .ok, check: "vendor", detail: info.vendor.isEmpty ? "(none)" : info.vendor, fix: nil))
+            findings.append(DoctorFinding(severity: .ok, check: "firmware", detail: info.firmwareVersion, fix: nil))
+            findings.append(DoctorFinding(severity: .ok, check: "specification", detail: specification, fix: nil))
+        } catch {
+            json["status"] = Int(error.status)
+            json["reason"] = error.reason
+            let fix: String
+            if error.status == Status.unimplemented {
+                fix = "enable the TPM in the firmware setup (fTPM, Intel PTT), give the VM a vTPM, or set KEYSTONE_TPM_TCTI (e.g. swtpm:host=127.0.0.1,port=2321)"
+            } else if tcti != nil {
+                fix = "check that a TPM answers at \(tcti!) (tpm2_getcap -T '\(tcti!)' properties-fixed)"
+            } else {
+                fix = "check you can open /dev/tpmrm0 (see the device lines above), or set KEYSTONE_TPM_TCTI"
+            }
+            findings.append(DoctorFinding(severity: missing, check: "tpm", detail: "cannot be used: \(error.reason)", fix: fix))
+        }
+        #else
+        findings.append(DoctorFinding(severity: missing, check: "support", detail: "this keystone was built without the TPM (the package's TPM trait)",
+                                      fix: "build keystone with the TPM trait (the default; it needs libtss2-dev)"))
+        #endif
+        return report()
     }
 }

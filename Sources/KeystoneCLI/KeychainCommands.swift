@@ -5,27 +5,92 @@ import KeychainFile
 #if canImport(KeychainSecretService)
 import KeychainSecretService
 #endif
+#if !canImport(Darwin)
+import KeychainServices
+#endif
 
 // Keychain verbs: create, delete, lock, unlock, settings, password, info, lists, default, dump (doctor: Doctor.swift).
 
-struct CreateKeychain: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "create-keychain", abstract: "Create a keychain and add it to the search list.")
+/// The Secure Enclave the tool seals keychains to (`create-keychain --tpm`) and opens sealed keychains with: the
+/// process's token, `KeychainServicesDefaults.secureEnclave` (the TPM 2.0 that `KEYSTONE_TPM_TCTI`,
+/// `TPM2TOOLS_TCTI` or `TCTI` names, else `/dev/tpmrm0`; none with `KEYSTONE_SECURE_ENCLAVE=none` or without the
+/// package's TPM trait). One token for the whole run: a TPM behind a TCTI that serves one connection at a time
+/// (swtpm) is opened once.
+var toolSecureEnclave: (any SecureEnclaveToken)? {
+    #if !canImport(Darwin)
+    _ = releasesSecureEnclaveAtExit
+    return KeychainServicesDefaults.secureEnclave
+    #else
+    return nil
+    #endif
+}
 
-    @Option(name: .customShort("p"), parsing: .unconditional, help: "The new keychain's password (prompted for when absent).")
+#if !canImport(Darwin)
+/// Drops the process's token when the tool exits, which closes the TPM and flushes what the token keeps loaded (the
+/// primary storage key). Through /dev/tpmrm0 or tabrmd the resource manager flushes a closed connection's objects
+/// anyway; through a TCTI without one (swtpm, /dev/tpm0) each run would leave a transient object in the TPM, which
+/// holds only a few: after three runs the TPM answers "out of memory for object contexts" (TPM_RC_OBJECT_MEMORY).
+private let releasesSecureEnclaveAtExit: Void = {
+    atexit { KeychainServicesDefaults.useSecureEnclave(nil) }
+}()
+#endif
+
+struct CreateKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create-keychain", abstract: "Create a keychain and add it to the search list.",
+        discussion: """
+        --tpm seals the keychain to this machine's TPM 2.0 (KEYSTONE_TPM_TCTI, TPM2TOOLS_TCTI or TCTI, else         /dev/tpmrm0) instead of a password: it opens unlocked on this machine without a password and cannot be         opened on any other. Losing or clearing the TPM, or moving the file to another machine, loses the keychain         and everything in it, with no recovery — unless a recovery password is given too (-p or -P with --tpm),         which opens it on any machine.
+        """)
+
+    @Option(name: .customShort("p"), parsing: .unconditional, help: "The new keychain's password (prompted for when absent); with --tpm, its recovery password.")
     var password: String?
-    @Flag(name: .customShort("P"), help: "Prompt for the password.") var prompt = false
+    @Flag(name: .customShort("P"), help: "Prompt for the password (with --tpm: for a recovery password).") var prompt = false
     @Flag(name: .customLong("prompt-password"), help: .hidden) var promptPassword = false
+    @Flag(name: .customLong("tpm"), help: "Seal the keychain to this machine's TPM: no password here, unusable anywhere else.") var tpm = false
     @Argument(help: "Keychain names or paths.") var keychains: [String]
 
     mutating func run() throws {
         for argument in keychains {
             let path = try KeychainSpec.file(argument, verb: "create-keychain",
                                              what: "its collections are created in the desktop's keyring manager (Seahorse)")
-            let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
-            _ = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
+            if tpm {
+                try createSealed(at: path)
+            } else {
+                let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
+                _ = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
+            }
             let list = ToolConfig.read("search-list")
             if !list.contains(path) { try? ToolConfig.write("search-list", (list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [path]) }
         }
+    }
+
+    /// `--tpm`: checks the TPM answers, says what sealing costs (on standard error, before anything is created),
+    /// then seals. Decision: no password is asked for unless -p or -P asks for a recovery password.
+    private func createSealed(at path: String) throws {
+        let function = "SecKeychainCreate \(path)"
+        guard let token = toolSecureEnclave else {
+            throw ToolFailure(function: function, status: Status.unimplemented,
+                              reason: "no TPM support here: KEYSTONE_SECURE_ENCLAVE=none, or keystone was built without the TPM trait")
+        }
+        if let unavailable = token.availability() {
+            throw ToolFailure(function: function, status: unavailable.status,
+                              reason: "\(unavailable.reason.trimmingCharacters(in: CharacterSet(charactersIn: ". "))). Nothing was created; `keystone doctor` shows the TPM and why it cannot be used")
+        }
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            throw ToolFailure(function: function, status: Status.duplicateKeychain, reason: "a keychain already exists at \(path)")
+        }
+        // A recovery password to prompt for (-P, or -p last) is asked for after the warning.
+        let recovery: String? = (password != nil && !prompt && !promptPassword) ? password : nil
+        let asksRecovery = recovery != nil || prompt || promptPassword
+        writeErr("""
+            keystone: WARNING: \(path) will be sealed to this machine's TPM (\(token.name)). Losing or clearing the TPM \
+            (a firmware reset, "Clear TPM", a new main board), or moving the file or a backup of it to another machine, \
+            loses this keychain and everything in it\(asksRecovery ? " unless you have its recovery password" : ", with no recovery: create it with a recovery password (--tpm -p) to keep a way back").
+
+            """)
+        let secret = try recovery ?? (asksRecovery ? readSecret(prompt: "recovery password for new keychain: ", option: "-p") : nil)
+        _ = try call(function) { try KeychainFile.create(at: path, sealedTo: token, recoveryPassword: secret) }
     }
 }
 
@@ -92,8 +157,32 @@ struct UnlockKeychain: ParsableCommand {
             return
         }
         let file = try openKeychain(path, function: "SecKeychainUnlock")
+        if file.isSealedToSecureEnclave {
+            try unlockSealed(file, path: path)
+            return
+        }
         let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
         try call("SecKeychainUnlock \(path)") { try file.unlock(password: secret) }
+    }
+
+    /// A keychain sealed to the TPM: unlocked by the TPM, no password asked; with -p (or -u), by its recovery
+    /// password (which also serves later commands, through the kernel keyring, where the TPM cannot open it).
+    private func unlockSealed(_ file: KeychainFile, path: String) throws {
+        let givesPassword = password != nil || prompt || promptPassword
+        if givesPassword {
+            guard file.hasPassword else {
+                throw UsageFailure(message: "keystone: unlock-keychain: \(path) is sealed to this machine's TPM and has no password: run `keystone unlock-keychain \(path)` without -p.")
+            }
+            let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "recovery password to unlock \(path): ", option: "-p")
+            try call("SecKeychainUnlock \(path)") { try file.unlock(password: secret) }
+            return
+        }
+        do {
+            try call("SecKeychainUnlock \(path)") { try file.unlock() }
+        } catch var failure as ToolFailure where file.hasPassword {
+            failure.reason += ". It has a recovery password: `keystone unlock-keychain -p <recovery password> \(path)`"
+            throw failure
+        }
     }
 }
 
@@ -125,6 +214,10 @@ struct SetKeychainPassword: ParsableCommand {
         let path = try KeychainSpec.file(keychain, verb: "set-keychain-password",
                                          what: "its password is changed in the desktop's keyring manager (Seahorse: Change Password)")
         let file = try openKeychain(path, function: "SecKeychainChangePassword")
+        if file.isSealedToSecureEnclave && !file.hasPassword {
+            // Refused before any prompt (the library refuses too, with errSecParam).
+            try call("SecKeychainChangePassword \(path)") { try file.changePassword(old: "", new: new ?? "") }
+        }
         let oldSecret = try old ?? readSecret(prompt: "Old Password: ", option: "-o")
         let newSecret = (new != nil && !promptPassword) ? new! : try readSecret(prompt: "New Password: ", option: "-p")
         try call("SecKeychainChangePassword \(path)") { try file.changePassword(old: oldSecret, new: newSecret) }

@@ -186,13 +186,13 @@ func resolveKeychain(_ argument: String) -> String {
 /// Opens a keychain file; the default one is created on first use (with a one-time note about its empty password).
 func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -> KeychainFile {
     if path == ToolConfig.defaultKeychain && path == KeychainFile.defaultPath {
-        let (file, created) = try call(function) { try KeychainFile.openDefault() }
+        let (file, created) = try call(function) { try KeychainFile.openDefault(secureEnclave: toolSecureEnclave) }
         if created {
             writeErr("keystone: created the default keychain \"\(path)\" with an empty password: it is protected only by its file permissions. Set a password with `keystone set-keychain-password`.\n")
         }
         return file
     }
-    return try call(function) { try KeychainFile.open(at: path) }
+    return try call(function) { try KeychainFile.open(at: path, secureEnclave: toolSecureEnclave) }
 }
 
 #if canImport(KeychainSecretService)
