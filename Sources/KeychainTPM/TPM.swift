@@ -232,7 +232,8 @@ public final class TPMDevice: Sendable {
     private let handle: Mutex<Handle>
     /// The TCTI configuration the device was opened with (nil: tctildr's default).
     public let tcti: String?
-    /// The most each TPM command may take (a call sends one to four); see ``init(tcti:timeout:)``.
+    /// The most each TPM command may take (a call sends one, or a few when it loads a key); see
+    /// ``init(tcti:timeout:)``.
     public let timeout: Duration
 
     /// The default ``timeout``: 30 seconds, far more than any TPM 2.0 takes to create or use a P-256 key.

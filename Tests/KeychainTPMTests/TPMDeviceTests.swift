@@ -505,6 +505,18 @@ struct TPMConfigurationTests {
         #expect(error?.message.contains("host, port, path") == true, "\(String(describing: error))")
     }
 
+    @Test("A swtpm Unix socket where nothing listens is unavailable, naming the socket")
+    func swtpmMissingSocket() async throws {
+        let error = try await onThread { () -> TPMError? in
+            do throws(TPMError) {
+                _ = try TPMDevice(tcti: "swtpm:path=/nonexistent/keystone-swtpm.sock")
+                return nil
+            } catch { return error }
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.message.contains("/nonexistent/keystone-swtpm.sock") == true, "\(String(describing: error))")
+    }
+
     @Test("TPMError says what to do and carries the kind and rc")
     func errorDescription() {
         let error = TPMError(kind: .wrongTPM, rc: 0x1df, message: "integrity check failed")
