@@ -191,9 +191,20 @@ let package = Package(
             "SecretServiceDaemon",
             .target(name: "KeychainSecretService", condition: .when(platforms: [.linux], traits: ["SecretService"])),
             .target(name: "CLibSecretBaseline", condition: .when(platforms: [.linux], traits: ["SecretService"])),
+            // `keystone-benchmarks tpm`: Keystone's TPM signatures against raw ESAPI and tpm2_sign, on a private swtpm.
+            "Swtpm",
+            .target(name: "KeychainTPM", condition: .when(platforms: [.linux], traits: ["TPM"])),
+            .target(name: "CTPMBaseline", condition: .when(platforms: [.linux], traits: ["TPM"])),
         ], swiftSettings: settings),
         // The Secret Service benchmark's baseline: plain libsecret calls from C (not part of Keystone).
         .target(name: "CLibSecretBaseline", dependencies: ["CLibSecret"], path: "Sources/CLibSecretBaseline"),
+        // The TPM benchmark's baseline: plain ESAPI calls from C (not part of Keystone).
+        .target(name: "CTPMBaseline", dependencies: [.target(name: "CTSS2", condition: .when(platforms: linuxOnly))],
+                path: "Sources/CTPMBaseline", linkerSettings: [
+                    .linkedLibrary("tss2-tctildr", .when(platforms: [.linux])),
+                    .linkedLibrary("tss2-mu", .when(platforms: [.linux])),
+                    .linkedLibrary("tss2-rc", .when(platforms: [.linux])),
+                ]),
 
         // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
         // with the two products above, exactly as a user's code is.

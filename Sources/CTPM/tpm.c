@@ -18,13 +18,36 @@
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tctildr.h>
 
+#include "swtpm_transport.h"
+
+/// A key kept loaded in the TPM (see ks_tpm's `cache`).
+typedef struct {
+    /// ESYS_TR_NONE when the entry is empty.
+    ESYS_TR handle;
+    /// A copy of the blob the key was loaded from: the cache's key (the blob's exact bytes).
+    uint8_t *blob;
+    size_t blob_len;
+    /// When the entry was last used (ks_tpm's `uses` then): the least recently used entry is evicted first.
+    uint64_t used;
+} cached_key;
+
 struct ks_tpm {
     TSS2_TCTI_CONTEXT *tcti;
+    /// `tcti` is Keystone's swtpm transport (else tctildr's).
+    int own_transport;
     ESYS_CONTEXT *esys;
     /// The primary storage key, ESYS_TR_NONE until first needed.
     ESYS_TR primary;
     /// Set once the connection broke: every later call fails at once with KS_TPM_ERR_CONNECTION_LOST.
     int lost;
+    /// Set once a command went unanswered past the deadline: every later call fails at once with
+    /// KS_TPM_ERR_TIMED_OUT (the ESAPI context is in the middle of that command).
+    int timed_out;
+    /// The most each TPM command may take, in milliseconds (-1: no deadline).
+    int32_t timeout_ms;
+    /// Keys kept loaded after use, so that the next operation with the same blob skips TPM2_Load (and the flush).
+    cached_key cache[KS_TPM_KEY_CACHE_SIZE];
+    uint64_t uses;
 };
 
 // MARK: - Errors
@@ -63,9 +86,28 @@ static int is_connection_failure(TSS2_RC rc) {
            ((rc & TSS2_RC_LAYER_MASK) == TSS2_TCTI_RC_LAYER && base == TSS2_BASE_RC_MALFORMED_RESPONSE);
 }
 
-/// Fills *err for a failed TSS call: the connection-lost kind when the TCTI failed (and marks the handle), else
-/// `kind`. The message is "<what>: <Tss2_RC_Decode(rc)> (0x<rc>)".
+/// True for a TCTI's or ESAPI's "not done yet" (TSS2_BASE_RC_TRY_AGAIN): the deadline passed, or the TPM asked for
+/// the command to be sent again.
+static int is_try_again(TSS2_RC rc) {
+    return (rc & TSS2_RC_LAYER_MASK) != TSS2_TPM_RC_LAYER && (rc & 0xFFFF) == TSS2_BASE_RC_TRY_AGAIN;
+}
+
+/// True when the TPM says the transient object a command names is not loaded (any more): flushed by another
+/// client of a TPM without a resource manager, or the TPM was restarted.
+static int is_stale_handle(TSS2_RC rc) {
+    uint32_t base = tpm_base(rc);
+    return base == TPM2_RC_REFERENCE_H0 || base == TPM2_RC_HANDLE;
+}
+
+/// Fills *err for a failed TSS call: the connection-lost kind when the TCTI failed (and marks the handle), the
+/// timed-out kind when the deadline passed, else `kind`. The message is "<what>: <Tss2_RC_Decode(rc)> (0x<rc>)".
 static void tss_error(ks_tpm *tpm, ks_tpm_error *err, int kind, TSS2_RC rc, const char *what) {
+    if (tpm && tpm->timed_out && is_try_again(rc)) {
+        set_error(err, KS_TPM_ERR_TIMED_OUT, rc,
+                  "%s: the TPM did not answer within %d ms (it accepted the command but never responded)", what,
+                  (int)tpm->timeout_ms);
+        return;
+    }
     if (is_connection_failure(rc)) {
         if (tpm) tpm->lost = 1;
         kind = KS_TPM_ERR_CONNECTION_LOST;
@@ -73,6 +115,47 @@ static void tss_error(ks_tpm *tpm, ks_tpm_error *err, int kind, TSS2_RC rc, cons
     const char *decoded = Tss2_RC_Decode(rc);
     set_error(err, kind, rc, "%s: %s (0x%x)", what, decoded ? decoded : "unknown response code", rc);
 }
+
+// MARK: - Deadlines
+
+static int64_t now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/// The moment `timeout_ms` from now (-1, no deadline, when `timeout_ms` is negative).
+static int64_t deadline_after(int32_t timeout_ms) { return timeout_ms < 0 ? -1 : now_ms() + timeout_ms; }
+
+/// Milliseconds left until `deadline` (0 once it passed; -1, block, when there is no deadline).
+static int32_t remaining_ms(int64_t deadline) {
+    if (deadline < 0) return -1;
+    int64_t left = deadline - now_ms();
+    if (left <= 0) return 0;
+    return left > INT32_MAX ? INT32_MAX : (int32_t)left;
+}
+
+/// Runs one TPM command: `async` (an Esys_*_Async call) sends it, then `finish` (the matching Esys_*_Finish) is
+/// called with ESAPI's timeout set to what is left of the handle's deadline, again while it says TRY_AGAIN and
+/// time is left (TRY_AGAIN also means that ESAPI resent a command the TPM asked to retry). When the deadline
+/// passes, `rc` is the TRY_AGAIN code and the handle is marked timed out: its ESAPI context is left in the middle
+/// of the command, so nothing else is ever sent on it. Every command Keystone sends goes through here: ESAPI's
+/// synchronous calls wait for ever.
+#define TPM_COMMAND(tpm, rc, async, finish)                                                                           \
+    do {                                                                                                             \
+        int64_t deadline_ = deadline_after((tpm)->timeout_ms);                                                       \
+        (rc) = (async);                                                                                              \
+        if ((rc) == TSS2_RC_SUCCESS) {                                                                               \
+            for (;;) {                                                                                               \
+                Esys_SetTimeout((tpm)->esys, remaining_ms(deadline_));                                               \
+                (rc) = (finish);                                                                                     \
+                if (!is_try_again(rc) || remaining_ms(deadline_) == 0) break;                                        \
+            }                                                                                                        \
+        }                                                                                                            \
+        if (is_try_again(rc)) (tpm)->timed_out = 1;                                                                  \
+    } while (0)
+
+static int usable(const ks_tpm *tpm) { return !tpm->lost && !tpm->timed_out; }
 
 // MARK: - SIGPIPE
 
@@ -111,7 +194,14 @@ static void sigpipe_unblock(sigpipe_guard *g) {
 
 // MARK: - Open and close
 
+static void forget_handle(ks_tpm *tpm, ESYS_TR *handle);
+static void cache_clear(ks_tpm *tpm);
+
 int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err) {
+    return ks_tpm_open_with_timeout(tcti_conf, KS_TPM_DEFAULT_TIMEOUT_MS, out, err);
+}
+
+int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm **out, ks_tpm_error *err) {
     clear_error(err);
     *out = NULL;
     ks_tpm *tpm = calloc(1, sizeof *tpm);
@@ -120,15 +210,25 @@ int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err) {
         return -1;
     }
     tpm->primary = ESYS_TR_NONE;
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) tpm->cache[i].handle = ESYS_TR_NONE;
+    tpm->timeout_ms = timeout_ms > 0 ? timeout_ms : -1;
     sigpipe_guard g;
     sigpipe_block(&g);
-    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti_conf, &tpm->tcti);
+    TSS2_RC rc;
+    char message[160] = "";
+    if (ks_swtpm_conf_matches(tcti_conf)) {
+        // tpm2-tss's own swtpm TCTI ignores ESAPI's timeout: Keystone's transport keeps the deadline.
+        rc = ks_swtpm_transport_new(tcti_conf, tpm->timeout_ms, &tpm->tcti, message, sizeof message);
+        tpm->own_transport = 1;
+    } else {
+        rc = Tss2_TctiLdr_Initialize(tcti_conf, &tpm->tcti);
+        const char *decoded = Tss2_RC_Decode(rc);
+        snprintf(message, sizeof message, "%s", decoded ? decoded : "unknown response code");
+    }
     if (rc != TSS2_RC_SUCCESS) {
         sigpipe_unblock(&g);
-        const char *decoded = Tss2_RC_Decode(rc);
         set_error(err, KS_TPM_ERR_UNAVAILABLE, rc, "no TPM at %s: %s (0x%x)",
-                  tcti_conf ? tcti_conf : "the default TCTI (/dev/tpmrm0, /dev/tpm0, ...)",
-                  decoded ? decoded : "unknown response code", rc);
+                  tcti_conf ? tcti_conf : "the default TCTI (/dev/tpmrm0, /dev/tpm0, ...)", message, rc);
         free(tpm);
         return -1;
     }
@@ -137,7 +237,11 @@ int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err) {
     if (rc != TSS2_RC_SUCCESS) {
         tss_error(NULL, err, KS_TPM_ERR_UNAVAILABLE, rc, "ESAPI initialization failed");
         if (err && err->kind == KS_TPM_ERR_CONNECTION_LOST) err->kind = KS_TPM_ERR_UNAVAILABLE;
-        Tss2_TctiLdr_Finalize(&tpm->tcti);
+        if (tpm->own_transport) {
+            ks_swtpm_transport_free(tpm->tcti);
+        } else {
+            Tss2_TctiLdr_Finalize(&tpm->tcti);
+        }
         free(tpm);
         return -1;
     }
@@ -149,9 +253,17 @@ void ks_tpm_close(ks_tpm *tpm) {
     if (!tpm) return;
     sigpipe_guard g;
     sigpipe_block(&g);
-    if (tpm->primary != ESYS_TR_NONE && !tpm->lost) Esys_FlushContext(tpm->esys, tpm->primary);
+    // Flushes what this handle loaded, while the TPM answers (after a lost connection or a timeout nothing more is
+    // sent: /dev/tpmrm0 flushes a closed connection's objects itself; a TPM without a resource manager keeps them
+    // until it restarts).
+    cache_clear(tpm);
+    forget_handle(tpm, &tpm->primary);
     Esys_Finalize(&tpm->esys);
-    Tss2_TctiLdr_Finalize(&tpm->tcti);
+    if (tpm->own_transport) {
+        ks_swtpm_transport_free(tpm->tcti);
+    } else {
+        Tss2_TctiLdr_Finalize(&tpm->tcti);
+    }
     sigpipe_unblock(&g);
     free(tpm);
 }
@@ -207,10 +319,76 @@ static void key_template(TPM2B_PUBLIC *pub, int usage) {
     ecc->kdf.scheme = TPM2_ALG_NULL;
 }
 
-// MARK: - The primary key
+// MARK: - Loaded objects
 
-static int ensure_primary(ks_tpm *tpm, ks_tpm_error *err) {
-    if (tpm->primary != ESYS_TR_NONE) return 0;
+/// Flushes a loaded object (when the TPM still answers) and forgets its ESAPI handle either way; *handle becomes
+/// ESYS_TR_NONE. A failed flush (the object was already gone) is not an error: the goal, nothing loaded, holds.
+static void forget_handle(ks_tpm *tpm, ESYS_TR *handle) {
+    if (*handle == ESYS_TR_NONE) return;
+    TSS2_RC rc = TSS2_ESYS_RC_BAD_SEQUENCE;
+    if (usable(tpm)) {
+        TPM_COMMAND(tpm, rc, Esys_FlushContext_Async(tpm->esys, *handle), Esys_FlushContext_Finish(tpm->esys));
+        if (is_connection_failure(rc)) tpm->lost = 1;
+    }
+    // A successful flush released ESAPI's handle; otherwise release it here (not after a timeout: the context is
+    // mid-command, and Esys_Finalize releases every handle anyway).
+    if (rc != TSS2_RC_SUCCESS && !tpm->timed_out) Esys_TR_Close(tpm->esys, handle);
+    *handle = ESYS_TR_NONE;
+}
+
+/// Forgets ESAPI's handle of an object the TPM reported gone, without a command: on a TPM without a resource
+/// manager another client's object may have the same TPM handle by now, and flushing it would destroy theirs.
+static void forget_stale_handle(ks_tpm *tpm, ESYS_TR *handle) {
+    if (*handle != ESYS_TR_NONE && !tpm->timed_out) Esys_TR_Close(tpm->esys, handle);
+    *handle = ESYS_TR_NONE;
+}
+
+/// Empties a cache entry, flushing its key (`flush`) or only forgetting it (the TPM reported it gone).
+static void cache_drop_entry(ks_tpm *tpm, int i, int flush) {
+    cached_key *entry = &tpm->cache[i];
+    if (flush) {
+        forget_handle(tpm, &entry->handle);
+    } else {
+        forget_stale_handle(tpm, &entry->handle);
+    }
+    if (entry->blob) {
+        memset(entry->blob, 0, entry->blob_len);
+        free(entry->blob);
+    }
+    entry->blob = NULL;
+    entry->blob_len = 0;
+    entry->used = 0;
+}
+
+static void cache_drop(ks_tpm *tpm, int i) { cache_drop_entry(tpm, i, 1); }
+
+/// Flushes every cached key.
+static void cache_clear(ks_tpm *tpm) {
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) cache_drop(tpm, i);
+}
+
+/// The cache entry holding `blob`, or -1.
+static int cache_find(ks_tpm *tpm, const uint8_t *blob, size_t blob_len) {
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) {
+        cached_key *entry = &tpm->cache[i];
+        if (entry->handle != ESYS_TR_NONE && entry->blob_len == blob_len && memcmp(entry->blob, blob, blob_len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/// An empty cache entry, made by flushing the least recently used key when every entry is taken.
+static int cache_make_room(ks_tpm *tpm) {
+    int victim = 0;
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) {
+        if (tpm->cache[i].handle == ESYS_TR_NONE) return i;
+        if (tpm->cache[i].used < tpm->cache[victim].used) victim = i;
+    }
+    cache_drop(tpm, victim);
+    return victim;
+}
+
+static int create_primary(ks_tpm *tpm, TSS2_RC *out_rc) {
     TPM2B_SENSITIVE_CREATE sensitive;
     memset(&sensitive, 0, sizeof sensitive);
     TPM2B_PUBLIC template;
@@ -222,20 +400,46 @@ static int ensure_primary(ks_tpm *tpm, ks_tpm_error *err) {
     TPM2B_DIGEST *creation_hash = NULL;
     TPMT_TK_CREATION *creation_ticket = NULL;
     ESYS_TR handle = ESYS_TR_NONE;
-    TSS2_RC rc = Esys_CreatePrimary(tpm->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                    &sensitive, &template, &outside_info, &pcrs, &handle, &out_public,
-                                    &creation_data, &creation_hash, &creation_ticket);
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc,
+                Esys_CreatePrimary_Async(tpm->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
+                                         &sensitive, &template, &outside_info, &pcrs),
+                Esys_CreatePrimary_Finish(tpm->esys, &handle, &out_public, &creation_data, &creation_hash,
+                                          &creation_ticket));
     Esys_Free(out_public);
     Esys_Free(creation_data);
     Esys_Free(creation_hash);
     Esys_Free(creation_ticket);
+    *out_rc = rc;
+    if (rc == TSS2_RC_SUCCESS) tpm->primary = handle;
+    return rc == TSS2_RC_SUCCESS ? 0 : -1;
+}
+
+static int ensure_primary(ks_tpm *tpm, ks_tpm_error *err) {
+    if (tpm->primary != ESYS_TR_NONE) return 0;
+    TSS2_RC rc;
+    if (create_primary(tpm, &rc) != 0 && tpm_base(rc) == TPM2_RC_OBJECT_MEMORY && usable(tpm)) {
+        // The TPM's object slots are full (a TPM without a resource manager shares them with every client): make
+        // room with this handle's cached keys and try once more.
+        cache_clear(tpm);
+        if (usable(tpm)) create_primary(tpm, &rc);
+    }
     if (rc != TSS2_RC_SUCCESS) {
         tss_error(tpm, err, KS_TPM_ERR_OTHER, rc,
-                  "creating the owner hierarchy's primary storage key failed (is the owner authorization set?)");
+                  tpm_base(rc) == TPM2_RC_OBJECT_MEMORY
+                      ? "creating the owner hierarchy's primary storage key failed: the TPM holds as many objects "
+                        "as it can (other programs use it without a resource manager; use /dev/tpmrm0)"
+                      : "creating the owner hierarchy's primary storage key failed (is the owner authorization set?)");
         return -1;
     }
-    tpm->primary = handle;
     return 0;
+}
+
+/// The primary key was reported gone (flushed by another client of a TPM without a resource manager, or the TPM
+/// restarted): forget it and the keys loaded under it, which are most likely gone too (see forget_stale_handle).
+static void primary_gone(ks_tpm *tpm) {
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) cache_drop_entry(tpm, i, 0);
+    forget_stale_handle(tpm, &tpm->primary);
 }
 
 // MARK: - The envelope
@@ -359,12 +563,39 @@ int ks_tpm_blob_public(const uint8_t *blob, size_t blob_len, uint8_t pub_x963[65
 // MARK: - Keys
 
 static int check_usable(ks_tpm *tpm, ks_tpm_error *err) {
+    if (tpm->timed_out) {
+        set_error(err, KS_TPM_ERR_TIMED_OUT, TSS2_TCTI_RC_TRY_AGAIN,
+                  "the TPM did not answer an earlier command within %d ms; open the TPM again", (int)tpm->timeout_ms);
+        return -1;
+    }
     if (tpm->lost) {
         set_error(err, KS_TPM_ERR_CONNECTION_LOST, TSS2_TCTI_RC_IO_ERROR,
                   "the connection to the TPM was lost earlier; open the TPM again");
         return -1;
     }
     return 0;
+}
+
+static TSS2_RC create_once(ks_tpm *tpm, int usage, TPM2B_PRIVATE **out_private, TPM2B_PUBLIC **out_public) {
+    TPM2B_SENSITIVE_CREATE sensitive;
+    memset(&sensitive, 0, sizeof sensitive);
+    TPM2B_PUBLIC template;
+    key_template(&template, usage);
+    TPM2B_DATA outside_info = {.size = 0};
+    TPML_PCR_SELECTION pcrs = {.count = 0};
+    TPM2B_CREATION_DATA *creation_data = NULL;
+    TPM2B_DIGEST *creation_hash = NULL;
+    TPMT_TK_CREATION *creation_ticket = NULL;
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc,
+                Esys_Create_Async(tpm->esys, tpm->primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive,
+                                  &template, &outside_info, &pcrs),
+                Esys_Create_Finish(tpm->esys, out_private, out_public, &creation_data, &creation_hash,
+                                   &creation_ticket));
+    Esys_Free(creation_data);
+    Esys_Free(creation_hash);
+    Esys_Free(creation_ticket);
+    return rc;
 }
 
 int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
@@ -382,19 +613,20 @@ int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, 
     int result = -1;
     TPM2B_PRIVATE *out_private = NULL;
     TPM2B_PUBLIC *out_public = NULL;
-    TPM2B_CREATION_DATA *creation_data = NULL;
-    TPM2B_DIGEST *creation_hash = NULL;
-    TPMT_TK_CREATION *creation_ticket = NULL;
     if (ensure_primary(tpm, err) != 0) goto done;
-    TPM2B_SENSITIVE_CREATE sensitive;
-    memset(&sensitive, 0, sizeof sensitive);
-    TPM2B_PUBLIC template;
-    key_template(&template, usage);
-    TPM2B_DATA outside_info = {.size = 0};
-    TPML_PCR_SELECTION pcrs = {.count = 0};
-    TSS2_RC rc = Esys_Create(tpm->esys, tpm->primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive,
-                             &template, &outside_info, &pcrs, &out_private, &out_public, &creation_data,
-                             &creation_hash, &creation_ticket);
+    TSS2_RC rc = create_once(tpm, usage, &out_private, &out_public);
+    if (rc != TSS2_RC_SUCCESS && usable(tpm)) {
+        if (is_stale_handle(rc)) {
+            // The primary key is gone: create it again, once.
+            primary_gone(tpm);
+            if (ensure_primary(tpm, err) != 0) goto done;
+            rc = create_once(tpm, usage, &out_private, &out_public);
+        } else if (tpm_base(rc) == TPM2_RC_OBJECT_MEMORY) {
+            // TPM2_Create needs a free object slot: make room with the cached keys, once.
+            cache_clear(tpm);
+            if (usable(tpm)) rc = create_once(tpm, usage, &out_private, &out_public);
+        }
+    }
     if (rc != TSS2_RC_SUCCESS) {
         tss_error(tpm, err, KS_TPM_ERR_OTHER, rc, "creating the key in the TPM failed");
         goto done;
@@ -411,30 +643,42 @@ done:
     }
     Esys_Free(out_private);
     Esys_Free(out_public);
-    Esys_Free(creation_data);
-    Esys_Free(creation_hash);
-    Esys_Free(creation_ticket);
     sigpipe_unblock(&g);
     return result;
 }
 
-/// Loads a blob under the primary key. Called with SIGPIPE blocked. On success *handle must be flushed.
-static int load_blob(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, int *usage, ESYS_TR *handle,
-                     ks_tpm_error *err) {
+static TSS2_RC load_once(ks_tpm *tpm, const TPM2B_PRIVATE *priv, const TPM2B_PUBLIC *pub, ESYS_TR *handle) {
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc,
+                Esys_Load_Async(tpm->esys, tpm->primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, priv, pub),
+                Esys_Load_Finish(tpm->esys, handle));
+    return rc;
+}
+
+/// Loads a blob under the primary key. Called with SIGPIPE blocked, with a free cache entry (so that this handle
+/// never holds more than the primary key and KS_TPM_KEY_CACHE_SIZE keys). On success *handle must be cached or
+/// flushed.
+static int load_blob(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, ESYS_TR *handle, ks_tpm_error *err) {
     *handle = ESYS_TR_NONE;
     TPM2B_PUBLIC pub;
     TPM2B_PRIVATE priv;
-    if (unwrap_blob(blob, blob_len, usage, &pub, &priv, err) != 0) return -1;
-    if (ensure_primary(tpm, err) != 0) return -1;
-    TSS2_RC rc = Esys_Load(tpm->esys, tpm->primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &priv, &pub,
-                           handle);
-    if (rc != TSS2_RC_SUCCESS && tpm_base(rc) == TPM2_RC_HANDLE) {
-        // The cached primary is gone (flushed by someone else, or the TPM restarted): create it again once.
-        tpm->primary = ESYS_TR_NONE;
-        if (ensure_primary(tpm, err) != 0) return -1;
-        rc = Esys_Load(tpm->esys, tpm->primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &priv, &pub, handle);
+    if (unwrap_blob(blob, blob_len, NULL, &pub, &priv, err) != 0) return -1;
+    int result = -1;
+    if (ensure_primary(tpm, err) != 0) goto done;
+    TSS2_RC rc = load_once(tpm, &priv, &pub, handle);
+    if (rc != TSS2_RC_SUCCESS && usable(tpm)) {
+        if (is_stale_handle(rc)) {
+            // The cached primary is gone (flushed by someone else, or the TPM restarted): create it again once.
+            primary_gone(tpm);
+            if (ensure_primary(tpm, err) != 0) goto done;
+            rc = load_once(tpm, &priv, &pub, handle);
+        } else if (tpm_base(rc) == TPM2_RC_OBJECT_MEMORY) {
+            // No free object slot (other clients of a TPM without a resource manager hold them): make room with
+            // this handle's cached keys and try once more.
+            cache_clear(tpm);
+            if (usable(tpm)) rc = load_once(tpm, &priv, &pub, handle);
+        }
     }
-    memset(&priv, 0, sizeof priv);
     if (rc != TSS2_RC_SUCCESS) {
         *handle = ESYS_TR_NONE;
         uint32_t base = tpm_base(rc);
@@ -445,17 +689,60 @@ static int load_blob(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, int *usa
             kind = KS_TPM_ERR_WRONG_TPM;
             what = "this TPM cannot load the key: it was created by another TPM, or this TPM's owner hierarchy "
                    "was cleared since";
+        } else if (base == TPM2_RC_OBJECT_MEMORY) {
+            what = "loading the key into the TPM failed: the TPM holds as many objects as it can (other programs use "
+                   "it without a resource manager; use /dev/tpmrm0)";
         }
         tss_error(tpm, err, kind, rc, what);
-        return -1;
+        goto done;
     }
-    return 0;
+    result = 0;
+done:
+    memset(&priv, 0, sizeof priv);
+    return result;
 }
 
-static void flush(ks_tpm *tpm, ESYS_TR handle) {
-    if (handle != ESYS_TR_NONE && !tpm->lost) {
-        TSS2_RC rc = Esys_FlushContext(tpm->esys, handle);
-        if (is_connection_failure(rc)) tpm->lost = 1;
+/// One TPM command with a loaded key; fills its own outputs and returns the command's response code.
+typedef TSS2_RC (*key_operation)(ks_tpm *tpm, ESYS_TR key, void *context);
+
+/// Runs `operation` with the key of `blob` loaded: the cached key when this blob was used before (no TPM2_Load),
+/// else loaded now (making room by flushing the least recently used cached key first) and cached when the
+/// operation succeeds (flushed when it fails: a refusal leaves nothing more loaded). When the TPM reports a cached
+/// key gone (see is_stale_handle), it is loaded again and the operation retried, once. Returns -1 with *err set
+/// when the key could not be loaded, else 0 with the operation's response code in *op_rc. SIGPIPE blocked.
+static int with_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, key_operation operation, void *context,
+                    TSS2_RC *op_rc, ks_tpm_error *err) {
+    for (int attempt = 0;; attempt++) {
+        int cached = cache_find(tpm, blob, blob_len);
+        ESYS_TR key;
+        if (cached >= 0) {
+            tpm->cache[cached].used = ++tpm->uses;
+            key = tpm->cache[cached].handle;
+        } else {
+            cache_make_room(tpm);
+            if (!usable(tpm)) return check_usable(tpm, err);
+            if (load_blob(tpm, blob, blob_len, &key, err) != 0) return -1;
+        }
+        TSS2_RC rc = operation(tpm, key, context);
+        if (cached >= 0) {
+            if (rc != TSS2_RC_SUCCESS && is_stale_handle(rc) && attempt == 0 && usable(tpm)) {
+                cache_drop_entry(tpm, cached, 0);
+                continue;
+            }
+            *op_rc = rc;
+            return 0;
+        }
+        int slot = -1;
+        if (rc == TSS2_RC_SUCCESS && usable(tpm)) slot = cache_make_room(tpm);
+        uint8_t *copy = slot >= 0 ? malloc(blob_len) : NULL;
+        if (copy) {
+            memcpy(copy, blob, blob_len);
+            tpm->cache[slot] = (cached_key){.handle = key, .blob = copy, .blob_len = blob_len, .used = ++tpm->uses};
+        } else {
+            forget_handle(tpm, &key);
+        }
+        *op_rc = rc;
+        return 0;
     }
 }
 
@@ -465,6 +752,27 @@ static void copy_padded(uint8_t out[32], const TPM2B_ECC_PARAMETER *p) {
     memcpy(out + (32 - n), p->buffer + (p->size - n), n);
 }
 
+typedef struct {
+    const uint8_t *digest;
+    TPMT_SIGNATURE *signature;
+} sign_context;
+
+static TSS2_RC sign_operation(ks_tpm *tpm, ESYS_TR key, void *context) {
+    sign_context *c = context;
+    TPM2B_DIGEST in_digest = {.size = 32};
+    memcpy(in_digest.buffer, c->digest, 32);
+    TPMT_SIG_SCHEME scheme = {.scheme = TPM2_ALG_ECDSA, .details = {.ecdsa = {.hashAlg = TPM2_ALG_SHA256}}};
+    TPMT_TK_HASHCHECK validation = {.tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL, .digest = {.size = 0}};
+    Esys_Free(c->signature);
+    c->signature = NULL;
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc,
+                Esys_Sign_Async(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &in_digest, &scheme,
+                                &validation),
+                Esys_Sign_Finish(tpm->esys, &c->signature));
+    return rc;
+}
+
 int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
                        uint8_t sig_rs[64], ks_tpm_error *err) {
     clear_error(err);
@@ -472,16 +780,9 @@ int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const 
     sigpipe_guard g;
     sigpipe_block(&g);
     int result = -1;
-    ESYS_TR key = ESYS_TR_NONE;
-    TPMT_SIGNATURE *signature = NULL;
-    int usage = 0;
-    if (load_blob(tpm, blob, blob_len, &usage, &key, err) != 0) goto done;
-    TPM2B_DIGEST in_digest = {.size = 32};
-    memcpy(in_digest.buffer, digest, 32);
-    TPMT_SIG_SCHEME scheme = {.scheme = TPM2_ALG_ECDSA, .details = {.ecdsa = {.hashAlg = TPM2_ALG_SHA256}}};
-    TPMT_TK_HASHCHECK validation = {.tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL, .digest = {.size = 0}};
-    TSS2_RC rc = Esys_Sign(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &in_digest, &scheme,
-                           &validation, &signature);
+    sign_context context = {.digest = digest, .signature = NULL};
+    TSS2_RC rc;
+    if (with_key(tpm, blob, blob_len, sign_operation, &context, &rc, err) != 0) goto done;
     if (rc != TSS2_RC_SUCCESS) {
         uint32_t base = tpm_base(rc);
         if (base == TPM2_RC_KEY || base == TPM2_RC_ATTRIBUTES || base == TPM2_RC_SCHEME || base == TPM2_RC_TYPE) {
@@ -491,6 +792,7 @@ int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const 
         }
         goto done;
     }
+    const TPMT_SIGNATURE *signature = context.signature;
     if (signature->sigAlg != TPM2_ALG_ECDSA || signature->signature.ecdsa.signatureR.size > 32 ||
         signature->signature.ecdsa.signatureS.size > 32) {
         set_error(err, KS_TPM_ERR_OTHER, 0, "the TPM returned a signature that is not a P-256 ECDSA signature");
@@ -500,10 +802,25 @@ int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const 
     copy_padded(sig_rs + 32, &signature->signature.ecdsa.signatureS);
     result = 0;
 done:
-    Esys_Free(signature);
-    flush(tpm, key);
+    Esys_Free(context.signature);
     sigpipe_unblock(&g);
     return result;
+}
+
+typedef struct {
+    const TPM2B_ECC_POINT *peer;
+    TPM2B_ECC_POINT *shared;
+} ecdh_context;
+
+static TSS2_RC ecdh_operation(ks_tpm *tpm, ESYS_TR key, void *context) {
+    ecdh_context *c = context;
+    if (c->shared) memset(c->shared, 0, sizeof *c->shared);
+    Esys_Free(c->shared);
+    c->shared = NULL;
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc, Esys_ECDH_ZGen_Async(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, c->peer),
+                Esys_ECDH_ZGen_Finish(tpm->esys, &c->shared));
+    return rc;
 }
 
 int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
@@ -518,17 +835,15 @@ int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t
     sigpipe_guard g;
     sigpipe_block(&g);
     int result = -1;
-    ESYS_TR key = ESYS_TR_NONE;
-    TPM2B_ECC_POINT *out = NULL;
-    int usage = 0;
-    if (load_blob(tpm, blob, blob_len, &usage, &key, err) != 0) goto done;
     TPM2B_ECC_POINT point;
     memset(&point, 0, sizeof point);
     point.point.x.size = 32;
     memcpy(point.point.x.buffer, peer_x963 + 1, 32);
     point.point.y.size = 32;
     memcpy(point.point.y.buffer, peer_x963 + 33, 32);
-    TSS2_RC rc = Esys_ECDH_ZGen(tpm->esys, key, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &point, &out);
+    ecdh_context context = {.peer = &point, .shared = NULL};
+    TSS2_RC rc;
+    if (with_key(tpm, blob, blob_len, ecdh_operation, &context, &rc, err) != 0) goto done;
     if (rc != TSS2_RC_SUCCESS) {
         uint32_t base = tpm_base(rc);
         if (base == TPM2_RC_ECC_POINT || base == TPM2_RC_NO_RESULT) {
@@ -542,16 +857,15 @@ int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t
         }
         goto done;
     }
-    if (out->point.x.size > 32) {
+    if (context.shared->point.x.size > 32) {
         set_error(err, KS_TPM_ERR_OTHER, 0, "the TPM returned a shared point that is not on P-256");
         goto done;
     }
-    copy_padded(shared_x, &out->point.x);
+    copy_padded(shared_x, &context.shared->point.x);
     result = 0;
 done:
-    if (out) memset(out, 0, sizeof *out);
-    Esys_Free(out);
-    flush(tpm, key);
+    if (context.shared) memset(context.shared, 0, sizeof *context.shared);
+    Esys_Free(context.shared);
     sigpipe_unblock(&g);
     return result;
 }
@@ -576,8 +890,11 @@ int ks_tpm_info(ks_tpm *tpm, ks_tpm_properties *out, ks_tpm_error *err) {
     int result = -1;
     TPMS_CAPABILITY_DATA *caps = NULL;
     TPMI_YES_NO more = 0;
-    TSS2_RC rc = Esys_GetCapability(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
-                                    TPM2_PT_FIXED, TPM2_MAX_TPM_PROPERTIES, &more, &caps);
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc,
+                Esys_GetCapability_Async(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
+                                         TPM2_PT_FIXED, TPM2_MAX_TPM_PROPERTIES),
+                Esys_GetCapability_Finish(tpm->esys, &more, &caps));
     if (rc != TSS2_RC_SUCCESS) {
         tss_error(tpm, err, KS_TPM_ERR_OTHER, rc, "reading the TPM's properties failed");
         goto done;

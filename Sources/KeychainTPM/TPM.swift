@@ -29,6 +29,10 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
         case connectionLost
         /// The key cannot do this: a signing key asked for key agreement, or a key-agreement key asked to sign.
         case wrongKeyUsage
+        /// The TPM did not answer a command within the device's ``TPMDevice/timeout``: it keeps the connection
+        /// open but does not respond (a wedged chip or driver, a stopped swtpm). The ``TPMDevice`` stays unusable
+        /// (every later call fails at once with this kind); open a new one.
+        case timedOut
         /// Anything else (``TPMError/message`` says what).
         case other
 
@@ -40,6 +44,7 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
             case .invalidPeerKey: "invalidPeerKey"
             case .connectionLost: "connectionLost"
             case .wrongKeyUsage: "wrongKeyUsage"
+            case .timedOut: "timedOut"
             case .other: "other"
             }
         }
@@ -66,6 +71,7 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
         case KS_TPM_ERR_INVALID_PEER_KEY: .invalidPeerKey
         case KS_TPM_ERR_CONNECTION_LOST: .connectionLost
         case KS_TPM_ERR_WRONG_USAGE: .wrongKeyUsage
+        case KS_TPM_ERR_TIMED_OUT: .timedOut
         default: .other
         }
         let message = withUnsafeBytes(of: error.message) { bytes in
@@ -91,6 +97,9 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
             "The TPM stopped answering; open it again."
         case .wrongKeyUsage:
             "Create the key with the usage the operation needs."
+        case .timedOut:
+            "The TPM stopped answering; open it again (if it keeps timing out, check the TPM, its driver or the "
+                + "software TPM, or allow more time with TPMDevice(tcti:timeout:))."
         case .other:
             ""
         }
@@ -190,12 +199,23 @@ public struct TPMInfo: Sendable, Hashable {
 /// A TPM 2.0, through tpm2-tss's ESAPI: creates P-256 keys that never leave it, signs and agrees keys with them.
 ///
 /// Every method blocks the calling thread until the TPM answers (milliseconds for a software TPM, up to about a
-/// second for key creation on a hardware TPM). One ESAPI context serves the whole device and is not thread-safe:
-/// calls from several threads are serialized by a lock.
+/// second for key creation on a hardware TPM), each TPM command at most ``timeout``. One ESAPI context serves the
+/// whole device and is not thread-safe: calls from several threads are serialized by a lock.
+///
+/// Loaded keys: the device keeps the owner hierarchy's primary key loaded, and the last key it used
+/// (``loadedKeyCapacity`` keys, found again by their data representation's bytes): signing again with the same key
+/// is one TPM command, as in a program that loads its key once. Releasing the device flushes them.
 ///
 /// - Important: Do not call these methods from Swift's cooperative thread pool (an `async` function, a task):
-///   call them from a thread of your own (`Thread`, a `DispatchQueue`). A lost TPM connection fails at once, but a
-///   TPM that stops answering without closing the connection blocks the call.
+///   call them from a thread of your own (`Thread`, a `DispatchQueue`). A lost TPM connection fails at once
+///   (``TPMError/Kind/connectionLost``); a TPM that stops answering without closing the connection fails the call
+///   after ``timeout`` (``TPMError/Kind/timedOut``), and the device is unusable from then on.
+/// - Important: On a TPM without a resource manager (swtpm, `/dev/tpm0`; `/dev/tpmrm0`, the default, has one), the
+///   few object slots (3 on swtpm) and the object handles are shared by every program using the TPM: a device holds
+///   up to 1 + ``loadedKeyCapacity`` of them while it is open (so open one device per TPM and process), and a
+///   program that flushes every transient object (`tpm2_flushcontext -t`) flushes the device's too (the device
+///   loads them again). A device that timed out cannot flush what it loaded: on such a TPM those objects stay
+///   loaded until the TPM restarts.
 /// - Important: What the TPM enforces: the private key is generated inside the TPM (`sensitiveDataOrigin`) and
 ///   never leaves it in the clear; it is `fixedTPM` and `fixedParent` (never duplicated); the blob it returns is
 ///   wrapped by this TPM's storage key, so it works only with this TPM. Keys need no authorization value
@@ -212,19 +232,44 @@ public final class TPMDevice: Sendable {
     private let handle: Mutex<Handle>
     /// The TCTI configuration the device was opened with (nil: tctildr's default).
     public let tcti: String?
+    /// The most each TPM command may take (a call sends one, or a few when it loads a key); see
+    /// ``init(tcti:timeout:)``.
+    public let timeout: Duration
+
+    /// The default ``timeout``: 30 seconds, far more than any TPM 2.0 takes to create or use a P-256 key.
+    public static let defaultTimeout: Duration = .seconds(30)
+
+    /// How many keys a device keeps loaded after using them, besides the primary key.
+    public static let loadedKeyCapacity = Int(KS_TPM_KEY_CACHE_SIZE)
 
     /// Opens the TPM.
-    /// - Parameter tcti: a tctildr configuration: `"device:/dev/tpmrm0"`, `"swtpm:host=127.0.0.1,port=2321"`,
-    ///   `"tabrmd"`, ...; nil for tctildr's default (`/dev/tpmrm0`, then `/dev/tpm0`, ...). See
-    ///   ``defaultTCTI(environment:)``.
-    /// - Throws: ``TPMError`` with ``TPMError/Kind/unavailable`` when no TPM answers there.
-    public init(tcti: String?) throws(TPMError) {
+    /// - Parameters:
+    ///   - tcti: a tctildr configuration: `"device:/dev/tpmrm0"`, `"swtpm:host=127.0.0.1,port=2321"`,
+    ///     `"tabrmd"`, ...; nil for tctildr's default (`/dev/tpmrm0`, then `/dev/tpm0`, ...). See
+    ///     ``defaultTCTI(environment:)``. `swtpm` configurations (`host=`, `port=`, `path=`) use Keystone's own
+    ///     transport to swtpm, which keeps the deadline (tpm2-tss's swtpm TCTI ignores it).
+    ///   - timeout: the most each TPM command may take, at least a millisecond (milliseconds are what the TPM
+    ///     software stack counts). A TPM that has not answered by then fails the call with
+    ///     ``TPMError/Kind/timedOut``, and the device is unusable from then on.
+    /// - Throws: ``TPMError`` with ``TPMError/Kind/unavailable`` when no TPM answers there;
+    ///   ``TPMError/Kind/other`` when `timeout` is under a millisecond.
+    public init(tcti: String?, timeout: Duration = TPMDevice.defaultTimeout) throws(TPMError) {
+        guard timeout >= .milliseconds(1) else {
+            throw TPMError(kind: .other, message: "the TPM timeout must be at least 1 ms, not \(timeout)")
+        }
+        let (seconds, attoseconds) = timeout.components
+        let milliseconds = Int32(min(Double(Int32.max), ((Double(seconds) + Double(attoseconds) / 1e18) * 1000).rounded(.up)))
         var error = ks_tpm_error()
         var tpm: OpaquePointer?
-        let status: Int32 = if let tcti { ks_tpm_open(tcti, &tpm, &error) } else { ks_tpm_open(nil, &tpm, &error) }
+        let status: Int32 = if let tcti {
+            ks_tpm_open_with_timeout(tcti, milliseconds, &tpm, &error)
+        } else {
+            ks_tpm_open_with_timeout(nil, milliseconds, &tpm, &error)
+        }
         guard status == 0, let tpm else { throw TPMError(error) }
         handle = Mutex(Handle(pointer: tpm))
         self.tcti = tcti
+        self.timeout = timeout
     }
 
     /// Opens the TPM that ``defaultTCTI(environment:)`` names for this process's environment.
@@ -233,6 +278,7 @@ public final class TPMDevice: Sendable {
         try self.init(tcti: TPMDevice.defaultTCTI())
     }
 
+    /// Flushes the keys the device keeps loaded and its primary key, and closes the connection.
     deinit {
         handle.withLock { ks_tpm_close($0.pointer) }
     }
@@ -247,8 +293,9 @@ public final class TPMDevice: Sendable {
     }
 
     /// Creates a P-256 key in the TPM, under the owner hierarchy's primary storage key.
-    /// - Throws: ``TPMError``: ``TPMError/Kind/connectionLost`` when the TPM went away; ``TPMError/Kind/other``
-    ///   when the TPM refuses (for instance when the owner hierarchy has an authorization value).
+    /// - Throws: ``TPMError``: ``TPMError/Kind/connectionLost`` when the TPM went away; ``TPMError/Kind/timedOut``
+    ///   when it stopped answering; ``TPMError/Kind/other`` when the TPM refuses (for instance when the owner
+    ///   hierarchy has an authorization value).
     /// - Important: The private key is generated in the TPM and never leaves it; see ``TPMKey``.
     public func createKey(_ usage: TPMKeyUsage) throws(TPMError) -> TPMKey {
         var error = ks_tpm_error()
@@ -267,7 +314,8 @@ public final class TPMDevice: Sendable {
     ///   - digest: the SHA-256 digest of the message.
     ///   - blob: the key's ``TPMKey/dataRepresentation``.
     /// - Throws: ``TPMError``: ``TPMError/Kind/malformedBlob``, ``TPMError/Kind/wrongTPM``,
-    ///   ``TPMError/Kind/wrongKeyUsage`` (a key-agreement key), ``TPMError/Kind/connectionLost``.
+    ///   ``TPMError/Kind/wrongKeyUsage`` (a key-agreement key), ``TPMError/Kind/connectionLost``,
+    ///   ``TPMError/Kind/timedOut``.
     public func signature(digest: SHA256Digest, with blob: Data) throws(TPMError) -> P256.Signing.ECDSASignature {
         try signature(digest: Data(digest), with: blob)
     }
@@ -300,7 +348,8 @@ public final class TPMDevice: Sendable {
     /// - Returns: the shared point's X coordinate, 32 bytes: the bytes of CryptoKit's `SharedSecret` for P-256
     ///   (derive keys from it with HKDF or X9.63, never use it as a key directly).
     /// - Throws: ``TPMError``: ``TPMError/Kind/malformedBlob``, ``TPMError/Kind/wrongTPM``,
-    ///   ``TPMError/Kind/wrongKeyUsage`` (a signing key), ``TPMError/Kind/connectionLost``.
+    ///   ``TPMError/Kind/wrongKeyUsage`` (a signing key), ``TPMError/Kind/connectionLost``,
+    ///   ``TPMError/Kind/timedOut``.
     public func sharedSecret(with peer: P256.KeyAgreement.PublicKey, using blob: Data) throws(TPMError) -> Data {
         try sharedSecret(withX963: peer.x963Representation, using: blob)
     }
@@ -332,7 +381,7 @@ public final class TPMDevice: Sendable {
     }
 
     /// The TPM's manufacturer, vendor string, firmware version and specification level.
-    /// - Throws: ``TPMError``: ``TPMError/Kind/connectionLost``, ``TPMError/Kind/other``.
+    /// - Throws: ``TPMError``: ``TPMError/Kind/connectionLost``, ``TPMError/Kind/timedOut``, ``TPMError/Kind/other``.
     public func info() throws(TPMError) -> TPMInfo {
         var error = ks_tpm_error()
         var properties = ks_tpm_properties()

@@ -6,12 +6,13 @@ import Synchronization
 /// The TPM 2.0 as the keychain's Secure Enclave: `kSecAttrTokenIDSecureEnclave` keys and CryptoKit's
 /// `SecureEnclave` keys live in it on Linux.
 ///
-/// The device is opened on first use and kept; when the TPM goes away mid-way (``TPMError/Kind/connectionLost``)
-/// the call fails with `errSecNotAvailable` and the next call opens it again.
+/// The device is opened on first use and kept; when the TPM goes away mid-way (``TPMError/Kind/connectionLost``) or
+/// stops answering (``TPMError/Kind/timedOut``) the call fails with `errSecNotAvailable` and the next call opens it
+/// again.
 ///
 /// Status codes (``TPMError`` kinds): no TPM at all (no TCTI configured and no `/dev/tpmrm0` or `/dev/tpm0`) →
 /// `errSecUnimplemented`, as on a device without a Secure Enclave; a TPM configured or present but not answering,
-/// or lost → `errSecNotAvailable`; a blob that is damaged or belongs to another TPM → `errSecDecode`; a wrong usage
+/// lost, or timed out → `errSecNotAvailable`; a blob that is damaged or belongs to another TPM → `errSecDecode`; a wrong usage
 /// or an invalid peer key → `errSecParam`; anything else the TPM refuses → `errSecInternalComponent`. The reason
 /// keeps the TPM's own message.
 ///
@@ -90,7 +91,7 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         do {
             return try body(tpm)
         } catch {
-            if error.kind == .connectionLost {
+            if error.kind == .connectionLost || error.kind == .timedOut {
                 device.withLock { if $0 === tpm { $0 = nil } }
             }
             throw Self.engineError(error, tcti: tcti)
@@ -121,7 +122,7 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
                 || FileManager.default.fileExists(atPath: "/dev/tpm0")
             return EngineError(present ? Status.notAvailable : Status.unimplemented,
                                present ? error.description : "this machine has no TPM 2.0 (no /dev/tpmrm0, no KEYSTONE_TPM_TCTI)")
-        case .connectionLost: return EngineError(Status.notAvailable, error.description)
+        case .connectionLost, .timedOut: return EngineError(Status.notAvailable, error.description)
         case .malformedBlob, .wrongTPM: return EngineError(Status.decode, error.description)
         case .invalidPeerKey, .wrongKeyUsage: return EngineError(Status.param, error.description)
         case .other: return EngineError(Status.internalComponent, error.description)

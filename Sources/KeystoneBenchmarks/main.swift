@@ -5,8 +5,14 @@ import KeychainEngine
 // Run in release: `swift run -c release keystone-benchmarks [--quick]`.
 // `keystone-benchmarks secret-service [--items 100,1000] [--pairs K] [--rounds R]`: the Secret Service storage against
 // plain libsecret, secret-tool and Python keyring on a private daemon (SecretServiceBenchmarks.swift).
+// `keystone-benchmarks tpm [--signatures N] [--rounds R] [--tool-signatures M]`: TPM signatures through Keystone
+// against raw ESAPI and tpm2_sign on a private swtpm (TPMBenchmarks.swift).
 
 if runFileChild(CommandLine.arguments) { exit(0) }
+if CommandLine.arguments.dropFirst().first == "tpm" {
+    guard let options = TPMBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
+    exit(runTPMBenchmarks(options))
+}
 if CommandLine.arguments.dropFirst().first == "secret-service" {
     guard let options = SecretServiceBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runSecretServiceBenchmarks(options))

@@ -248,9 +248,10 @@ struct TPMDeviceTests {
         }
     }
 
-    @Test("Every path flushes what it loaded: after successes and refusals, tpm2_getcap finds no transient object")
+    @Test("Every path flushes what it loaded: while open at most the primary key and the cached key stay loaded, after successes and refusals alike; after release none")
     func noTransientObjectsLeft() async throws {
         try await withSwtpm { fixture in
+            let limit = 1 + TPMDevice.loadedKeyCapacity
             do {
                 let device = try TPMDevice(tcti: fixture.tcti)
                 let signing = try device.createKey(.signing)
@@ -262,14 +263,146 @@ struct TPMDeviceTests {
                 for _ in 0..<3 {  // more than swtpm's 3 transient object slots: a leak would make these fail
                     _ = try device.signature(digest: digest, with: signing.dataRepresentation)
                     _ = try device.sharedSecret(with: peer, using: agreement.dataRepresentation)
+                    #expect(try fixture.transientHandles().count <= limit)
                     #expect(throws: TPMError.self) { _ = try device.signature(digest: digest, with: agreement.dataRepresentation) }
                     #expect(throws: TPMError.self) { _ = try device.sharedSecret(with: peer, using: signing.dataRepresentation) }
                     #expect(throws: TPMError.self) { _ = try device.sharedSecret(withX963: offCurve, using: agreement.dataRepresentation) }
+                    #expect(try fixture.transientHandles().count <= limit, "after refusals")
                 }
-            }  // the device is released here: it flushes its primary key and closes the connection
-            let handles = try fixture.run(SwtpmFixture.getcapPath, ["-T", fixture.tcti, "handles-transient"])
-            #expect(handles.status == 0, "tpm2_getcap: \(handles.output)")
-            #expect(!handles.output.contains("0x80"), "transient objects left: \(handles.output)")
+                // Another TPM's blob (wrongTPM) loads nothing.
+                let foreign = try SwtpmFixture.start()
+                let foreignBlob = try TPMDevice(tcti: foreign.tcti).createKey(.signing).dataRepresentation
+                foreign.stop()
+                let error = #expect(throws: TPMError.self) { _ = try device.signature(digest: digest, with: foreignBlob) }
+                #expect(error?.kind == .wrongTPM)
+                let handles = try fixture.transientHandles()
+                #expect(handles.count <= limit, "after wrongTPM: \(handles)")
+                withExtendedLifetime(device) {}
+            }  // the device is released here: it flushes its cached key and primary key and closes the connection
+            let handles = try fixture.transientHandles()
+            #expect(handles.isEmpty, "transient objects left: \(handles)")
+        }
+    }
+
+    @Test("A key stays loaded between operations: after a signature the TPM holds the primary key and that key; a second key takes its place")
+    func loadedKeyReused() async throws {
+        try await withSwtpm { fixture in
+            let device = try TPMDevice(tcti: fixture.tcti)
+            let first = try device.createKey(.signing)
+            let second = try device.createKey(.general)
+            #expect(try fixture.transientHandles().count == 1, "only the primary key after creating keys")
+            let message = Data("cached".utf8)
+            for _ in 0..<3 {
+                let signature = try device.signature(digest: SHA256.hash(data: message), with: first.dataRepresentation)
+                #expect(first.signingPublicKey.isValidSignature(signature, for: message))
+            }
+            let afterFirst = try fixture.transientHandles()
+            #expect(afterFirst.count == 1 + TPMDevice.loadedKeyCapacity, "\(afterFirst)")
+            let signature = try device.signature(digest: SHA256.hash(data: message), with: second.dataRepresentation)
+            #expect(second.signingPublicKey.isValidSignature(signature, for: message))
+            #expect(!first.signingPublicKey.isValidSignature(signature, for: message), "signed with the key asked for, not the cached one")
+            let peer = P256.KeyAgreement.PrivateKey()
+            let shared = try device.sharedSecret(with: peer.publicKey, using: second.dataRepresentation)
+            #expect(shared == (try peer.sharedSecretFromKeyAgreement(with: second.keyAgreementPublicKey)).withUnsafeBytes { Data($0) })
+            #expect(try fixture.transientHandles().count == 1 + TPMDevice.loadedKeyCapacity)
+            let again = try device.signature(digest: SHA256.hash(data: message), with: first.dataRepresentation)
+            #expect(first.signingPublicKey.isValidSignature(again, for: message))
+        }
+    }
+
+    @Test("TPM out of object slots (another program holds one): creating and loading keys make room by flushing the cached key, never the other program's object")
+    func objectMemoryRetry() async throws {
+        try await withSwtpm { fixture in
+            let device = try TPMDevice(tcti: fixture.tcti)
+            let key = try device.createKey(.signing)
+            let message = Data("slots".utf8)
+            _ = try device.signature(digest: SHA256.hash(data: message), with: key.dataRepresentation)
+            let ours = try fixture.transientHandles()
+            #expect(ours.count == 2)
+            // Another program's primary key takes swtpm's third and last object slot (no resource manager: it stays).
+            let other = try fixture.run("/usr/bin/tpm2_createprimary", ["-T", fixture.tcti, "-C", "o", "-G", "ecc256",
+                                                                         "-c", "\(fixture.directory)/other.ctx"])
+            #expect(other.status == 0, "tpm2_createprimary: \(other.output)")
+            let theirs = try fixture.transientHandles().filter { !ours.contains($0) }
+            #expect(theirs.count == 1)
+            // TPM2_Create needs a free slot: the device flushes its cached key and retries.
+            let created = try device.createKey(.signing)
+            let signature = try device.signature(digest: SHA256.hash(data: message), with: created.dataRepresentation)
+            #expect(created.signingPublicKey.isValidSignature(signature, for: message))
+            let first = try device.signature(digest: SHA256.hash(data: message), with: key.dataRepresentation)
+            #expect(key.signingPublicKey.isValidSignature(first, for: message))
+            let after = try fixture.transientHandles()
+            #expect(theirs.allSatisfy(after.contains), "the other program's object is still loaded: \(after)")
+            #expect(after.count == 3)
+        }
+    }
+
+    @Test("Another program flushes every transient object (tpm2_flushcontext -t): the next signature loads the primary key and the key again")
+    func flushedBehindTheDevicesBack() async throws {
+        try await withSwtpm { fixture in
+            let device = try TPMDevice(tcti: fixture.tcti)
+            let key = try device.createKey(.signing)
+            let message = Data("flushed".utf8)
+            _ = try device.signature(digest: SHA256.hash(data: message), with: key.dataRepresentation)
+            let flush = try fixture.run("/usr/bin/tpm2_flushcontext", ["-T", fixture.tcti, "-t"])
+            #expect(flush.status == 0, "tpm2_flushcontext: \(flush.output)")
+            #expect(try fixture.transientHandles().isEmpty)
+            let signature = try device.signature(digest: SHA256.hash(data: message), with: key.dataRepresentation)
+            #expect(key.signingPublicKey.isValidSignature(signature, for: message))
+            #expect(try fixture.transientHandles().count == 2)
+            let peer = P256.KeyAgreement.PrivateKey()
+            let agreement = try device.createKey(.keyAgreement)
+            _ = try fixture.run("/usr/bin/tpm2_flushcontext", ["-T", fixture.tcti, "-t"])
+            let shared = try device.sharedSecret(with: peer.publicKey, using: agreement.dataRepresentation)
+            #expect(shared == (try peer.sharedSecretFromKeyAgreement(with: agreement.keyAgreementPublicKey)).withUnsafeBytes { Data($0) })
+        }
+    }
+
+    @Test("swtpm stopped (the connection stays open, nothing answers): the call fails with timedOut after the device's deadline, later calls at once; a new device works once swtpm goes on")
+    func hungTPM() async throws {
+        try await withSwtpm { fixture in
+            let deadline = Duration.seconds(2)
+            do {
+                let device = try TPMDevice(tcti: fixture.tcti, timeout: deadline)
+                #expect(device.timeout == deadline)
+                let key = try device.createKey(.signing)
+                _ = try device.signature(digest: SHA256.hash(data: Data("before".utf8)), with: key.dataRepresentation)
+                fixture.suspend()
+                defer { fixture.resume() }
+                let clock = ContinuousClock()
+                let started = clock.now
+                let result = Result { () throws(TPMError) in
+                    _ = try device.signature(digest: SHA256.hash(data: Data("hung".utf8)), with: key.dataRepresentation)
+                }
+                let waited = clock.now - started
+                switch result {
+                case .success: Issue.record("a stopped TPM signed")
+                case .failure(let error):
+                    #expect(error.kind == .timedOut, "\(error)")
+                    #expect(error.description.contains("open it again"))
+                }
+                // It waited for the deadline (the TPM may still answer until then), and not much longer.
+                #expect(waited >= .milliseconds(1_900) && waited < .seconds(20), "waited \(waited)")
+                let laterStarted = clock.now
+                let later = #expect(throws: TPMError.self) { _ = try device.createKey(.signing) }
+                #expect(later?.kind == .timedOut)
+                #expect(clock.now - laterStarted < deadline, "no second wait: the device is known to be unusable")
+                let info = #expect(throws: TPMError.self) { _ = try device.info() }
+                #expect(info?.kind == .timedOut)
+            }  // released (nothing is sent to a TPM that timed out), then swtpm goes on
+            let fresh = try TPMDevice(tcti: fixture.tcti, timeout: deadline)
+            #expect(try fresh.info().manufacturer == "IBM")
+        }
+    }
+
+    @Test("Opening a stopped swtpm succeeds (nothing is sent yet); its first command times out")
+    func openHungTPM() async throws {
+        try await withSwtpm { fixture in
+            fixture.suspend()
+            defer { fixture.resume() }
+            let device = try TPMDevice(tcti: fixture.tcti, timeout: .seconds(1))
+            let error = #expect(throws: TPMError.self) { _ = try device.info() }
+            #expect(error?.kind == .timedOut, "\(String(describing: error))")
         }
     }
 
@@ -321,6 +454,23 @@ struct TPMDeviceTests {
     }
 }
 
+struct ToolFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+extension SwtpmFixture {
+    /// The TPM's transient object handles (`tpm2_getcap handles-transient`), for instance "0x80000000".
+    func transientHandles() throws -> [String] {
+        let result = try run(SwtpmFixture.getcapPath, ["-T", tcti, "handles-transient"])
+        guard result.status == 0 else {
+            throw ToolFailure(description: "tpm2_getcap handles-transient failed: \(result.output)")
+        }
+        return result.output.split(separator: "\n").compactMap { line in
+            line.split(separator: " ").last.map(String.init).flatMap { $0.hasPrefix("0x80") ? $0 : nil }
+        }
+    }
+}
+
 /// A value behind a lock, shareable with threads (a Mutex itself cannot be captured: it is not copyable).
 final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
@@ -337,6 +487,34 @@ struct TPMConfigurationTests {
         #expect(TPMDevice.defaultTCTI(environment: ["TCTI": "a", "TPM2TOOLS_TCTI": "b"]) == "b")
         #expect(TPMDevice.defaultTCTI(environment: ["TCTI": "a", "TPM2TOOLS_TCTI": "b", "KEYSTONE_TPM_TCTI": "c"]) == "c")
         #expect(TPMDevice.defaultTCTI(environment: ["KEYSTONE_TPM_TCTI": "", "TPM2TOOLS_TCTI": "b"]) == "b")
+    }
+
+    @Test("A timeout under a millisecond is refused before anything is opened")
+    func timeoutTooShort() {
+        let error = #expect(throws: TPMError.self) { _ = try TPMDevice(tcti: "swtpm:host=127.0.0.1,port=1", timeout: .zero) }
+        #expect(error?.kind == .other)
+        #expect(error?.message.contains("at least 1 ms") == true)
+        #expect(TPMDevice.defaultTimeout == .seconds(30))
+        #expect(TPMDevice.loadedKeyCapacity >= 1)
+    }
+
+    @Test("A swtpm configuration with an unknown option is unavailable, naming the options it takes")
+    func swtpmBadOption() {
+        let error = #expect(throws: TPMError.self) { _ = try TPMDevice(tcti: "swtpm:host=127.0.0.1,speed=fast") }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.message.contains("host, port, path") == true, "\(String(describing: error))")
+    }
+
+    @Test("A swtpm Unix socket where nothing listens is unavailable, naming the socket")
+    func swtpmMissingSocket() async throws {
+        let error = try await onThread { () -> TPMError? in
+            do throws(TPMError) {
+                _ = try TPMDevice(tcti: "swtpm:path=/nonexistent/keystone-swtpm.sock")
+                return nil
+            } catch { return error }
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.message.contains("/nonexistent/keystone-swtpm.sock") == true, "\(String(describing: error))")
     }
 
     @Test("TPMError says what to do and carries the kind and rc")

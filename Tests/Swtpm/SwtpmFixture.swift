@@ -105,6 +105,22 @@ public final class SwtpmFixture: @unchecked Sendable {
         watchdog = next
     }
 
+    /// Stops swtpm (SIGSTOP) without closing anything: its connections stay open, the kernel even accepts new
+    /// ones, but nothing is answered, as a wedged TPM behaves. ``resume()`` lets it go on; ``stop()`` and
+    /// ``killTPM()`` end it either way (SIGKILL ends a stopped process).
+    public func suspend() {
+        lock.lock()
+        defer { lock.unlock() }
+        if !stopped && process.isRunning { kill(process.processIdentifier, SIGSTOP) }
+    }
+
+    /// Lets a ``suspend()``ed swtpm go on (SIGCONT): it answers what it was sent meanwhile.
+    public func resume() {
+        lock.lock()
+        defer { lock.unlock() }
+        if !stopped && process.isRunning { kill(process.processIdentifier, SIGCONT) }
+    }
+
     public func stop() {
         lock.lock()
         defer { lock.unlock() }

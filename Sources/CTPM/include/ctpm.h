@@ -1,14 +1,24 @@
 // Keystone's C boundary to a TPM 2.0 through tpm2-tss's ESAPI. Plain C types only: no TSS2 type appears here.
 //
 // A handle (ks_tpm) is one ESAPI context on one TCTI connection. ESAPI contexts are not thread-safe: a handle is
-// used by one thread at a time (the Swift layer serializes with a lock). Every call blocks until the TPM answers.
+// used by one thread at a time (the Swift layer serializes with a lock). Every call blocks until the TPM answers,
+// each TPM command at most the handle's timeout: a TPM that never answers fails the call with KS_TPM_ERR_TIMED_OUT
+// (ESAPI's asynchronous calls with Esys_SetTimeout; for swtpm, whose tpm2-tss TCTI ignores that timeout, Keystone's
+// own transport).
 //
 // Keys: P-256 keys created under the owner hierarchy's primary ECC storage key (the TCG "SRK" ECC template, created
 // again with TPM2_CreatePrimary when a handle first needs it: the same TPM and template always give the same key, so
 // no persistent handle is used). A key's private part leaves the TPM only wrapped by that storage key, and the key is
 // fixedTPM and fixedParent: it can never be duplicated. Its "blob" (a Keystone envelope around the TPM's marshalled
-// TPM2B_PUBLIC and TPM2B_PRIVATE) is useless on another TPM. Every operation loads the blob, uses the key and flushes
-// it again on every path.
+// TPM2B_PUBLIC and TPM2B_PRIVATE) is useless on another TPM.
+//
+// Loaded keys: the primary key stays loaded while the handle is open, and so do the last KS_TPM_KEY_CACHE_SIZE keys
+// used (keyed by the blob's bytes): signing again with the same blob is one TPM command (TPM2_Sign), as in a program
+// that loads its key once. A key is cached only after an operation with it succeeded; a refusal flushes a key it
+// loaded. When the TPM is out of object slots (TPM2_RC_OBJECT_MEMORY: a TPM without a resource manager, such as
+// swtpm or /dev/tpm0, has 3 or so for all its clients), the cached keys are flushed and the command retried once;
+// when it reports a cached key or the primary key gone, they are loaded again, once. ks_tpm_close flushes
+// everything the handle loaded.
 #ifndef KEYSTONE_CTPM_H
 #define KEYSTONE_CTPM_H
 
@@ -38,6 +48,14 @@ typedef struct ks_tpm ks_tpm;
 #define KS_TPM_ERR_OTHER 6
 /// The key cannot do this: a signing key asked for ECDH, or a key-agreement key asked to sign.
 #define KS_TPM_ERR_WRONG_USAGE 7
+/// The TPM did not answer a command within the handle's timeout (it keeps the connection open but does not
+/// respond). The handle stays unusable (every later call fails at once with this kind): open the TPM again.
+#define KS_TPM_ERR_TIMED_OUT 8
+
+/// How many keys a handle keeps loaded after use, besides the primary key.
+#define KS_TPM_KEY_CACHE_SIZE 1
+/// The default deadline of each TPM command (ks_tpm_open), in milliseconds.
+#define KS_TPM_DEFAULT_TIMEOUT_MS 30000
 
 /// Key usages for ks_tpm_create_key.
 #define KS_TPM_USAGE_SIGN 1
@@ -69,9 +87,16 @@ typedef struct {
 /// Opens a TPM. `tcti_conf` is a tctildr configuration ("device:/dev/tpmrm0", "swtpm:host=127.0.0.1,port=2321",
 /// "tabrmd", ...); NULL lets tctildr pick its default (/dev/tpmrm0, then /dev/tpm0, ...). Returns 0 and sets *out,
 /// or returns -1 and fills *err (KS_TPM_ERR_UNAVAILABLE when nothing answers).
+/// Each TPM command may take at most KS_TPM_DEFAULT_TIMEOUT_MS.
 int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err);
 
-/// Flushes the primary key if loaded, finalizes the ESAPI context and the TCTI. NULL is allowed.
+/// ks_tpm_open with the deadline of each TPM command, in milliseconds (<= 0: none, wait for ever). A "swtpm" or
+/// "swtpm:..." configuration (host=, port=, path=) uses Keystone's own swtpm transport, which keeps the deadline
+/// for connecting and sending too.
+int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm **out, ks_tpm_error *err);
+
+/// Flushes the cached keys and the primary key (unless the connection was lost or a command timed out), finalizes
+/// the ESAPI context and the TCTI. NULL is allowed.
 void ks_tpm_close(ks_tpm *tpm);
 
 /// Creates a P-256 key under the primary storage key: usage KS_TPM_USAGE_SIGN (ECDSA with SHA-256) or
@@ -83,12 +108,12 @@ int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, 
 /// Reads a blob's public key and usage without the TPM (nothing is loaded). *usage may be NULL.
 int ks_tpm_blob_public(const uint8_t *blob, size_t blob_len, uint8_t pub_x963[65], int *usage, ks_tpm_error *err);
 
-/// Loads the blob under the primary key, signs the SHA-256 digest (TPM2_Sign, ECDSA with SHA-256, a NULL-hierarchy
-/// validation ticket) and flushes the key. sig_rs = r || s, each left-padded to 32 bytes.
+/// Signs the SHA-256 digest with the blob's key (TPM2_Sign, ECDSA with SHA-256, a NULL-hierarchy validation ticket),
+/// loading it under the primary key unless it is cached. sig_rs = r || s, each left-padded to 32 bytes.
 int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
                        uint8_t sig_rs[64], ks_tpm_error *err);
 
-/// Loads the blob, computes the ECDH shared point with the peer's public key (TPM2_ECDH_ZGen) and flushes the key.
+/// Computes the ECDH shared point of the blob's key (loaded unless cached) with the peer's public key (TPM2_ECDH_ZGen).
 /// shared_x = the shared point's X coordinate (what CryptoKit's SharedSecret holds for P-256).
 int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
                 uint8_t shared_x[32], ks_tpm_error *err);
