@@ -48,6 +48,11 @@ struct ks_tpm {
     /// Keys kept loaded after use, so that the next operation with the same blob skips TPM2_Load (and the flush).
     cached_key cache[KS_TPM_KEY_CACHE_SIZE];
     uint64_t uses;
+    /// Held by every operation on this handle (uncontended: the Swift side serializes them), so the process-exit
+    /// flush never talks to the TPM in the middle of another thread's command.
+    pthread_mutex_t op_lock;
+    /// The registry of open handles (see `exit_flush`).
+    struct ks_tpm *prev, *next;
 };
 
 // MARK: - Errors
@@ -192,6 +197,47 @@ static void sigpipe_unblock(sigpipe_guard *g) {
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
+// MARK: - Open handles, flushed at process exit
+
+// A TPM without a resource manager (swtpm, /dev/tpm0) keeps a process's transient objects after the process has
+// gone: the primary key and the cached key of a handle that was never closed (a global token alive at exit(3))
+// would fill its few object slots after a couple of runs. Every open handle is registered, and an atexit handler
+// flushes what each one holds (a handle in the middle of an operation on another thread is skipped). A process that
+// is killed or crashes cannot do this; /dev/tpmrm0 flushes for it.
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static ks_tpm *registry_head = NULL;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static void flush_held(ks_tpm *tpm);
+
+static void exit_flush(void) {
+    pthread_mutex_lock(&registry_lock);
+    for (ks_tpm *tpm = registry_head; tpm; tpm = tpm->next) {
+        if (pthread_mutex_trylock(&tpm->op_lock) != 0) continue;
+        flush_held(tpm);
+        pthread_mutex_unlock(&tpm->op_lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void register_exit_flush(void) { atexit(exit_flush); }
+
+static void registry_add(ks_tpm *tpm) {
+    pthread_once(&exit_once, register_exit_flush);
+    pthread_mutex_lock(&registry_lock);
+    tpm->prev = NULL;
+    tpm->next = registry_head;
+    if (registry_head) registry_head->prev = tpm;
+    registry_head = tpm;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_remove(ks_tpm *tpm) {
+    pthread_mutex_lock(&registry_lock);
+    if (tpm->prev) tpm->prev->next = tpm->next; else registry_head = tpm->next;
+    if (tpm->next) tpm->next->prev = tpm->prev;
+    pthread_mutex_unlock(&registry_lock);
+}
+
 // MARK: - Open and close
 
 static void forget_handle(ks_tpm *tpm, ESYS_TR *handle);
@@ -245,12 +291,14 @@ int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm *
         free(tpm);
         return -1;
     }
+    pthread_mutex_init(&tpm->op_lock, NULL);
+    registry_add(tpm);
     *out = tpm;
     return 0;
 }
 
-void ks_tpm_close(ks_tpm *tpm) {
-    if (!tpm) return;
+/// Flushes the cached keys and the primary key (what `ks_tpm_close` and the exit flush release in the TPM).
+static void flush_held(ks_tpm *tpm) {
     sigpipe_guard g;
     sigpipe_block(&g);
     // Flushes what this handle loaded, while the TPM answers (after a lost connection or a timeout nothing more is
@@ -258,6 +306,18 @@ void ks_tpm_close(ks_tpm *tpm) {
     // until it restarts).
     cache_clear(tpm);
     forget_handle(tpm, &tpm->primary);
+    sigpipe_unblock(&g);
+}
+
+void ks_tpm_close(ks_tpm *tpm) {
+    if (!tpm) return;
+    registry_remove(tpm);
+    pthread_mutex_lock(&tpm->op_lock);
+    flush_held(tpm);
+    pthread_mutex_unlock(&tpm->op_lock);
+    pthread_mutex_destroy(&tpm->op_lock);
+    sigpipe_guard g;
+    sigpipe_block(&g);
     Esys_Finalize(&tpm->esys);
     if (tpm->own_transport) {
         ks_swtpm_transport_free(tpm->tcti);
@@ -598,7 +658,7 @@ static TSS2_RC create_once(ks_tpm *tpm, int usage, TPM2B_PRIVATE **out_private, 
     return rc;
 }
 
-int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
+static int unlocked_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
                       ks_tpm_error *err) {
     clear_error(err);
     *blob = NULL;
@@ -773,7 +833,7 @@ static TSS2_RC sign_operation(ks_tpm *tpm, ESYS_TR key, void *context) {
     return rc;
 }
 
-int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
+static int unlocked_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
                        uint8_t sig_rs[64], ks_tpm_error *err) {
     clear_error(err);
     if (check_usable(tpm, err) != 0) return -1;
@@ -823,7 +883,7 @@ static TSS2_RC ecdh_operation(ks_tpm *tpm, ESYS_TR key, void *context) {
     return rc;
 }
 
-int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
+static int unlocked_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
                 uint8_t shared_x[32], ks_tpm_error *err) {
     clear_error(err);
     if (peer_x963[0] != 0x04) {
@@ -881,7 +941,7 @@ static void u32_text(uint32_t v, char *out) {
         if (out[i] != 0 && (out[i] < 0x20 || out[i] > 0x7e)) out[i] = '?';
 }
 
-int ks_tpm_info(ks_tpm *tpm, ks_tpm_properties *out, ks_tpm_error *err) {
+static int unlocked_info(ks_tpm *tpm, ks_tpm_properties *out, ks_tpm_error *err) {
     clear_error(err);
     memset(out, 0, sizeof *out);
     if (check_usable(tpm, err) != 0) return -1;
@@ -930,6 +990,39 @@ int ks_tpm_info(ks_tpm *tpm, ks_tpm_properties *out, ks_tpm_error *err) {
 done:
     Esys_Free(caps);
     sigpipe_unblock(&g);
+    return result;
+}
+
+// MARK: - Public entry points (each under the handle's operation lock)
+
+int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
+                      ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_create_key(tpm, usage, blob, blob_len, pub_x963, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
+                       uint8_t sig_rs[64], ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_sign_digest(tpm, blob, blob_len, digest, sig_rs, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
+                uint8_t shared_x[32], ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_ecdh(tpm, blob, blob_len, peer_x963, shared_x, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_info(ks_tpm *tpm, ks_tpm_properties *out, ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_info(tpm, out, err);
+    pthread_mutex_unlock(&tpm->op_lock);
     return result;
 }
 

@@ -15,31 +15,25 @@ import KeychainServices
 /// process's token, `KeychainServicesDefaults.secureEnclave` (the TPM 2.0 that `KEYSTONE_TPM_TCTI`,
 /// `TPM2TOOLS_TCTI` or `TCTI` names, else `/dev/tpmrm0`; none with `KEYSTONE_SECURE_ENCLAVE=none` or without the
 /// package's TPM trait). One token for the whole run: a TPM behind a TCTI that serves one connection at a time
-/// (swtpm) is opened once.
+/// (swtpm) is opened once. What the TPM holds for it is flushed when the process exits (CTPM's exit flush), so runs
+/// never pile objects up in a TPM without a resource manager.
 var toolSecureEnclave: (any SecureEnclaveToken)? {
     #if !canImport(Darwin)
-    _ = releasesSecureEnclaveAtExit
     return KeychainServicesDefaults.secureEnclave
     #else
     return nil
     #endif
 }
 
-#if !canImport(Darwin)
-/// Drops the process's token when the tool exits, which closes the TPM and flushes what the token keeps loaded (the
-/// primary storage key). Through /dev/tpmrm0 or tabrmd the resource manager flushes a closed connection's objects
-/// anyway; through a TCTI without one (swtpm, /dev/tpm0) each run would leave a transient object in the TPM, which
-/// holds only a few: after three runs the TPM answers "out of memory for object contexts" (TPM_RC_OBJECT_MEMORY).
-private let releasesSecureEnclaveAtExit: Void = {
-    atexit { KeychainServicesDefaults.useSecureEnclave(nil) }
-}()
-#endif
-
 struct CreateKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "create-keychain", abstract: "Create a keychain and add it to the search list.",
         discussion: """
-        --tpm seals the keychain to this machine's TPM 2.0 (KEYSTONE_TPM_TCTI, TPM2TOOLS_TCTI or TCTI, else         /dev/tpmrm0) instead of a password: it opens unlocked on this machine without a password and cannot be         opened on any other. Losing or clearing the TPM, or moving the file to another machine, loses the keychain         and everything in it, with no recovery — unless a recovery password is given too (-p or -P with --tpm),         which opens it on any machine.
+        --tpm seals the keychain to this machine's TPM 2.0 (KEYSTONE_TPM_TCTI, TPM2TOOLS_TCTI or TCTI, else \
+        /dev/tpmrm0) instead of a password: it opens unlocked on this machine without a password and cannot be \
+        opened on any other. Losing or clearing the TPM, or moving the file to another machine, loses the keychain \
+        and everything in it, with no recovery — unless a recovery password is given too (-p or -P with --tpm), \
+        which opens it on any machine.
         """)
 
     @Option(name: .customShort("p"), parsing: .unconditional, help: "The new keychain's password (prompted for when absent); with --tpm, its recovery password.")
