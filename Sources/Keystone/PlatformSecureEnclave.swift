@@ -30,9 +30,15 @@ enum PlatformSecureEnclave {
 /// and key agreement with one key, what a `kSecAttrTokenIDSecureEnclave` SecKey is) are not made here, as CryptoKit
 /// has no such key type: `createKey(.general)` fails with `errSecParam`; use `SecKeyCreateRandomKey` for one.
 ///
-/// Status codes: a blob CryptoKit refuses (another device's, damaged) → `errSecDecode`; an `OSStatus` error from the
-/// Secure Enclave (`errSecUserCanceled`, `errSecAuthFailed`…) keeps its code; any other failure of an operation →
-/// `errSecInternalComponent`, of a creation → `errSecNotAvailable`. Reasons name the error's type, never bytes.
+/// Status codes: a blob CryptoKit refuses (damaged) → `errSecDecode`; an `OSStatus` error keeps its code; a
+/// LocalAuthentication error → `errSecUserCanceled` (cancelled) or `errSecAuthFailed`; any other failure of a
+/// signature or key agreement → `errSecDecode`, of a creation → `errSecNotAvailable`. Reasons name the error's
+/// domain and code, never bytes.
+///
+/// Decision (Apple's behaviour, as reported on the developer forums, thread 119315): another device's
+/// `dataRepresentation` loads with `init(dataRepresentation:)` and only its use fails, with an error that is neither an
+/// `OSStatus` nor documented. These keys carry no access control, so a refusal at use means the Secure Enclave does not
+/// accept the key (another device's, or the enclave was reset): `errSecDecode`, as the token contract asks.
 struct CryptoKitSecureEnclaveToken: SecureEnclaveToken {
     var name: String { "Secure Enclave (CryptoKit)" }
 
@@ -77,7 +83,7 @@ struct CryptoKitSecureEnclaveToken: SecureEnclaveToken {
         let (usage, inner) = try Self.open(dataRepresentation)
         guard usage == .signing else { throw EngineError.param("the key is for key agreement only; it cannot sign") }
         let key = try Self.load { try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: inner) }
-        let signature = try Self.run(otherwise: Status.internalComponent, "sign") {
+        let signature = try Self.run(otherwise: Status.decode, "sign with the key (another device's, or the Secure Enclave was reset)") {
             try key.signature(for: CallerDigest(bytes: Array(digest)))
         }
         return signature.rawRepresentation
@@ -91,7 +97,7 @@ struct CryptoKitSecureEnclaveToken: SecureEnclaveToken {
             throw EngineError.param("the peer key is not an uncompressed P-256 point (ANSI X9.63, 65 bytes)")
         }
         let key = try Self.load { try SecureEnclave.P256.KeyAgreement.PrivateKey(dataRepresentation: inner) }
-        let secret = try Self.run(otherwise: Status.internalComponent, "agree a key") {
+        let secret = try Self.run(otherwise: Status.decode, "agree a key with the key (another device's, or the Secure Enclave was reset)") {
             try key.sharedSecretFromKeyAgreement(with: peer)
         }
         return secret.withUnsafeBytes { Data($0) }
@@ -130,6 +136,11 @@ struct CryptoKitSecureEnclaveToken: SecureEnclaveToken {
             let error = error as NSError
             if error.domain == "NSOSStatusErrorDomain" {
                 throw EngineError(Int32(truncatingIfNeeded: error.code), "the Secure Enclave could not \(what)")
+            }
+            if error.domain == "com.apple.LocalAuthentication" {
+                // LAError.userCancel, .appCancel, .systemCancel (-2, -9, -4): the person or the system cancelled.
+                let canceled = [-2, -4, -9].contains(error.code)
+                throw EngineError(canceled ? Status.userCanceled : Status.authFailed, "the Secure Enclave could not \(what) (LocalAuthentication \(error.code))")
             }
             throw EngineError(status, "the Secure Enclave could not \(what) (\(error.domain) \(error.code))")
         }

@@ -47,8 +47,8 @@ public struct SecureEnclaveSigningKey: SigningKeyProvider, CustomStringConvertib
         try self.init(key, token: token)
     }
 
-    /// A key made before by the same token, from its ``dataRepresentation``. Nothing is signed: a key of another
-    /// TPM may be refused only at its first signature.
+    /// A key made before by the same token, from its ``dataRepresentation``. Nothing is signed: Apple's Secure
+    /// Enclave and a TPM both read another device's key here, and refuse it (`errSecDecode`) at its first signature.
     ///
     /// - Parameters:
     ///   - dataRepresentation: what ``dataRepresentation`` was.
@@ -101,6 +101,23 @@ public struct SecureEnclaveSigningKey: SigningKeyProvider, CustomStringConvertib
             return try P256.Signing.ECDSASignature(rawRepresentation: raw)
         } catch {
             throw KeychainError(status: Status.internalComponent, reason: "\(token.name) returned \(raw.count) bytes, not a raw P-256 signature")
+        }
+    }
+
+    /// Proves the token can use the key now: signs a fixed digest and verifies the signature with ``publicKey``.
+    ///
+    /// Apple's Secure Enclave and a TPM read another device's key without complaint and refuse it only when it is
+    /// used: call this after ``init(dataRepresentation:token:)`` to learn it at once. ``SigningKeyFactory`` does.
+    /// It costs one signature in the hardware.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecDecode` (-26275: the key is not this token's, or its blob's public key
+    ///   is not the private key's: it will never work here), `errSecNotAvailable` (-25291: the hardware cannot be
+    ///   reached now; transient).
+    public func checkUsable() throws(KeychainError) {
+        let digest = SHA256.hash(data: Data("Keystone: is this Secure Enclave key usable here?".utf8))
+        let signature = try signature(for: digest)
+        guard publicKey.isValidSignature(signature, for: digest) else {
+            throw KeychainError(status: Status.decode, reason: "\(token.name) signs with a private key that is not this key's public key's")
         }
     }
 

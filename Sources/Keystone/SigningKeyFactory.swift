@@ -95,8 +95,9 @@ public struct SigningKeyResult: Sendable, CustomStringConvertible {
 ///   ``KeychainStore/secureEnclave`` is there and available, else (``SigningKeyPolicy/preferHardware``) a software
 ///   key with a ``SigningKeyFallbackReason``.
 /// - **A failed read never replaces a key.** A locked keychain (`errSecInteractionNotAllowed`), a hardware key this
-///   device's token refuses (`errSecDecode`: the keychain was restored onto another device, or the TPM was cleared),
-///   a Secure Enclave that went away: the error is thrown and the item is left intact. Only ``replaceKey()`` (and
+///   device's token refuses (`errSecDecode`: the keychain was restored onto another device, or the TPM was cleared;
+///   a loaded hardware key is proven with one signature), a Secure Enclave that went away (`errSecNotAvailable`): the
+///   error is thrown and the item is left intact. Only ``replaceKey()`` (and
 ///   ``deleteKey()``) remove a key, when the app decides to.
 /// - **A stored software key is kept when hardware becomes available** (decision: a new key would change the
 ///   public key that servers know): the result says ``SigningKeyFallbackReason/softwareKeyStored``;
@@ -156,10 +157,13 @@ public struct SigningKeyFactory: Sendable {
     ///   - `errSecInteractionNotAllowed` (-25308): the keychain is locked (transient; try again after the unlock);
     ///   - `errSecDecode` (-26275): the stored hardware key is not this device's Secure Enclave's (the keychain was
     ///     restored onto another device, the TPM was cleared): it will never work here; ``replaceKey()`` makes a new
-    ///     one;
+    ///     one. (A stored hardware key is proven with one signature when loaded: see
+    ///     ``SecureEnclaveSigningKey/checkUsable()``);
+    ///   - `errSecNotAvailable` (-25291): a hardware key is stored but the Secure Enclave (the TPM) cannot be reached
+    ///     now: transient, try again later;
     ///   - `errSecUnimplemented` (-4): a hardware key is stored but this device (or build) has no Secure Enclave;
-    ///   - `errSecNotAvailable` (-25291): with ``SigningKeyPolicy/requireHardware``, the Secure Enclave cannot be
-    ///     used now;
+    ///   - `errSecNotAvailable` (-25291) also with ``SigningKeyPolicy/requireHardware`` when no key is stored and the
+    ///     Secure Enclave cannot be used now;
     ///   - ``KeychainError/keyTypeMismatch``: the items hold something else (a password under the tag), or a
     ///     software key is stored and ``SigningKeyPolicy/requireHardware`` is set;
     ///   - `errSecUserCanceled`, `errSecAuthFailed`: the items' access control was not satisfied.
@@ -202,6 +206,10 @@ public struct SigningKeyFactory: Sendable {
             }
             do {
                 let key = try SecureEnclaveSigningKey(dataRepresentation: blob.keychainRepresentation, token: token)
+                // Decision: one signature proves the key works here. Apple's Secure Enclave and a TPM read another
+                // device's key and refuse it only at its first use; checking now makes a restored or cleared key the
+                // same typed error on every platform, when the app asks for its key rather than mid-way.
+                try key.checkUsable()
                 return SigningKeyResult(key: key, fallbackReason: nil, wasCreated: false)
             } catch {
                 throw Self.annotated(error, "the hardware signing key stored in \(hardwareItem) cannot be used with \(token.name); the item was left intact (replaceKey() makes a new key)")

@@ -355,14 +355,36 @@ struct SigningKeyFactoryTests {
         #expect(key.publicKey.isValidSignature(try key.signature(for: message), for: message))
     }
 
-    @Test("A hardware key whose enclave went away fails to sign with errSecNotAvailable (transient), and works when it is back")
+    @Test("A hardware key whose enclave went away fails to sign and to load with errSecNotAvailable (transient); nothing replaced, it works when back")
     func enclaveLostMidWay() throws {
         let memory = InMemoryKeychain(profile: .device)
-        let key = try SigningKeyFactory(keychain: Keychain(store: memory), tag: tag).signingKey().key
+        let factory = try SigningKeyFactory(keychain: Keychain(store: memory), tag: tag)
+        let key = try factory.signingKey().key
         memory.emulatedSecureEnclave.makeUnavailable()
         #expect(throws: KeychainError.notAvailable) { try key.signature(for: message) }
+        memory.clearCalls()
+        #expect(throws: KeychainError.notAvailable) { try factory.signingKey() }
+        #expect(memory.calls(.add).isEmpty && memory.calls(.delete).isEmpty)
+        #expect(memory.itemCount == 1)
         memory.emulatedSecureEnclave.makeAvailable()
         #expect(key.publicKey.isValidSignature(try key.signature(for: message), for: message))
+        #expect(try factory.signingKey().key.publicKey.x963Representation == key.publicKey.x963Representation)
+    }
+
+    @Test("A loaded hardware key is proven with one signature; a fresh one is not")
+    func loadedKeyIsProven() throws {
+        let memory = InMemoryKeychain(profile: .device)
+        let factory = try SigningKeyFactory(keychain: Keychain(store: memory), tag: tag)
+        _ = try factory.signingKey()
+        #expect(memory.emulatedSecureEnclave.signatureCount == 0)
+        _ = try factory.signingKey()
+        #expect(memory.emulatedSecureEnclave.signatureCount == 1)
+
+        // A token that reads any blob (as Apple's Secure Enclave and a TPM do) but signs with another key: the proof
+        // catches it as errSecDecode, and the item stays.
+        let liar = ForwardingStore(memory, token: SignsWithAnotherKey(base: memory.emulatedSecureEnclave))
+        #expect(throws: KeychainError.decode) { try SigningKeyFactory(keychain: Keychain(store: liar), tag: tag).signingKey() }
+        #expect(memory.itemCount == 1)
     }
 
     @Test("Descriptions and reflection of keys and results hold no private key bytes")
@@ -438,6 +460,27 @@ struct FailingCreation: SecureEnclaveToken {
     func key(dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKey { try base.key(dataRepresentation: dataRepresentation) }
     func signature(digest: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
         try base.signature(digest: digest, with: dataRepresentation)
+    }
+    func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
+        try base.sharedSecret(peerX963: peerX963, with: dataRepresentation)
+    }
+}
+
+/// A token that reads blobs as its base does but signs with a key of its own (a blob whose public key is not its
+/// private key's).
+struct SignsWithAnotherKey: SecureEnclaveToken {
+    let base: EmulatedSecureEnclave
+    let other: SecureEnclaveKey
+    init(base: EmulatedSecureEnclave) {
+        self.base = base
+        other = try! base.createKey(.signing)
+    }
+    var name: String { "signs with another key" }
+    func availability() -> EngineError? { nil }
+    func createKey(_ usage: SecureEnclaveKeyUsage) throws(EngineError) -> SecureEnclaveKey { try base.createKey(usage) }
+    func key(dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKey { try base.key(dataRepresentation: dataRepresentation) }
+    func signature(digest: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
+        try base.signature(digest: digest, with: other.dataRepresentation)
     }
     func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
         try base.sharedSecret(peerX963: peerX963, with: dataRepresentation)

@@ -22,7 +22,7 @@ struct SigningKeyFactoryOnTPMTests {
         init(_ description: String) { self.description = description }
     }
 
-    @Test("With the TPM as the process's Secure Enclave the key is a TPM key: verifies with openssl, comes back, is refused by another TPM and fails typed when the TPM is gone")
+    @Test("With the TPM as the process's Secure Enclave the key is a TPM key: verifies with openssl, comes back, is a typed errSecDecode on another TPM and errSecNotAvailable with the TPM gone, never replaced")
     func factoryUsesTheTPM() async throws {
         let findings = Findings()
         try await withSwtpm { fixture in
@@ -53,36 +53,52 @@ struct SigningKeyFactoryOnTPMTests {
             findings.expect(verified.status == 0 && verified.output.contains("Verified OK"), "openssl: \(verified.output)")
 
             // Next launch: a new token on the same TPM (a new process), a new factory: the same key, none made.
-            KeychainServicesDefaults.useSecureEnclave(TPMSecureEnclaveToken(tcti: fixture.tcti))
+            // (At most two tokens on one swtpm at a time: each holds its primary key in one of the TPM's three
+            // transient object slots, and swtpm has no resource manager to swap them.)
+            let relaunched = TPMSecureEnclaveToken(tcti: fixture.tcti)
+            KeychainServicesDefaults.useSecureEnclave(relaunched)
             let again = try SigningKeyFactory(keychain: keychain, tag: "com.example.tpm-key").signingKey()
             findings.expect(!again.wasCreated && again.key.kind == .hardware, "\(again)")
             findings.expect(again.key.publicKey.x963Representation == key.publicKey.x963Representation, "another key came back")
             let againSignature = try again.key.signature(for: message)
             findings.expect(key.publicKey.isValidSignature(againSignature, for: message), "the reloaded key signs for another public key")
 
-            // The keychain restored onto a machine with another TPM: a TPM blob reads offline, so the key loads, and its
-            // first signature is refused with errSecDecode; the item is never replaced.
+            // The keychain restored onto a machine with another TPM: the TPM reads the blob offline (the key loads),
+            // refuses to sign with it; the factory proves the key at load, so it throws errSecDecode and keeps the item.
             let otherTPM = try SwtpmFixture.start()
             defer { otherTPM.stop() }
-            KeychainServicesDefaults.useSecureEnclave(TPMSecureEnclaveToken(tcti: otherTPM.tcti))
-            let foreign = try factory.signingKey()
-            findings.expect(!foreign.wasCreated && foreign.key.publicKey.x963Representation == key.publicKey.x963Representation, "\(foreign)")
+            let otherToken = TPMSecureEnclaveToken(tcti: otherTPM.tcti)
+            let foreignKey = try SecureEnclaveSigningKey(dataRepresentation: key.dataRepresentation, token: otherToken)
+            findings.expect(foreignKey.publicKey.x963Representation == key.publicKey.x963Representation, "the blob read as another key")
             do throws(KeychainError) {
-                _ = try foreign.key.signature(for: message)
+                try foreignKey.checkUsable()
                 findings.fail("another TPM signed with this TPM's key")
             } catch {
-                findings.expect(error == .decode, "signing on another TPM: \(error)")
+                findings.expect(error == .decode, "checkUsable on another TPM: \(error)")
             }
+            KeychainServicesDefaults.useSecureEnclave(otherToken)
+            do throws(KeychainError) {
+                let foreign = try factory.signingKey()
+                findings.fail("the factory returned a key another TPM cannot use: \(foreign)")
+            } catch {
+                findings.expect(error == .decode && error.reason.contains("left intact"), "loading on another TPM: \(error)")
+            }
+            // Still the original key for the original TPM: nothing was replaced.
+            KeychainServicesDefaults.useSecureEnclave(relaunched)
             findings.expect(try factory.signingKey().key.publicKey.x963Representation == key.publicKey.x963Representation,
                             "the stored key was replaced")
 
-            // The TPM goes away: the stored key fails typed (errSecNotAvailable, transient); a new name falls back to
-            // software with the reason.
-            KeychainServicesDefaults.useSecureEnclave(TPMSecureEnclaveToken(tcti: fixture.tcti))
+            // The TPM goes away: the stored key is a typed, transient error (errSecNotAvailable), the item stays; a new
+            // name falls back to software with the reason.
             try fixture.killTPM()
-            let stranded = try factory.signingKey()
             do throws(KeychainError) {
-                _ = try stranded.key.signature(for: message)
+                let stranded = try factory.signingKey()
+                findings.fail("the factory returned a key with the TPM gone: \(stranded)")
+            } catch {
+                findings.expect(error == .notAvailable, "loading with the TPM gone: \(error)")
+            }
+            do throws(KeychainError) {
+                _ = try key.signature(for: message)
                 findings.fail("a killed TPM signed")
             } catch {
                 findings.expect(error == .notAvailable, "signing with the TPM gone: \(error)")
