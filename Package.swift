@@ -142,7 +142,10 @@ let package = Package(
         ], swiftSettings: settings),
         // Test doubles that follow the keychain's rules.
         // KeychainServices: LocalAuthentication's names (LAContext, LAError) for ScriptedBiometricContext.
-        .target(name: "KeystoneTesting", dependencies: ["Keystone", "KeychainEngine", "KeychainServices"], swiftSettings: settings),
+        // Crypto: the emulated Secure Enclave's P-256 keys and AES-GCM wrapping.
+        .target(name: "KeystoneTesting", dependencies: [
+            "Keystone", "KeychainEngine", "KeychainServices", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
 
         // tpm2-tss (libtss2-dev on Debian): ESAPI, the TCTI loader, marshalling, response-code decoding. Linux only.
         .systemLibrary(name: "CTSS2", path: "Sources/CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
@@ -253,6 +256,13 @@ let package = Package(
             .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
+        // One suite every SecureEnclaveToken passes: the TPM (on swtpm; skipped with the reason without it) and
+        // KeystoneTesting's emulated enclave; and SigningKeyFactory on a real TPM as the process's Secure Enclave.
+        .testTarget(name: "SecureEnclaveTokenContractTests", dependencies: [
+            "KeychainEngine", "KeystoneTesting", "Keystone", "KeychainServices", "DefaultKeychainLock", "Swtpm",
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [
             "KeychainEngine", "KeychainFile",
@@ -274,7 +284,9 @@ let package = Package(
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneTestingTests", dependencies: ["KeystoneTesting", "Keystone", "KeychainEngine", "KeychainServices"], swiftSettings: settings),
+        .testTarget(name: "KeystoneTestingTests", dependencies: [
+            "KeystoneTesting", "Keystone", "KeychainEngine", "KeychainServices", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
             "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
             // Keychain files sealed to a real software TPM.

@@ -63,6 +63,24 @@ public protocol KeychainStore: Sendable {
     /// - Throws: ``KeychainError`` (or `EngineError`) with the codes of ``add(_:)`` and ``update(_:with:)``.
     /// - Important: Never implement it as delete-then-add: the existing item must be updated in place.
     func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws
+
+    /// The Secure Enclave of the device this store's items live on: where ``SigningKeyFactory`` makes hardware
+    /// keys for it. Nil when there is none (a simulator, a Linux build without the `TPM` trait).
+    ///
+    /// The default implementation is the platform's: on Apple platforms CryptoKit's `SecureEnclave` when
+    /// `SecureEnclave.isAvailable`, else nil; on Linux `KeychainServicesDefaults.secureEnclave` (the TPM 2.0 by
+    /// default; nil with `KEYSTONE_SECURE_ENCLAVE=none`). `InMemoryKeychain` answers with an emulated enclave for its
+    /// device profile and nil for its simulator profile.
+    ///
+    /// - Important: A token's keys are usable only with that token: a store must answer with the same token (or one
+    ///   on the same hardware) every time, or keys stored through it stop working (`errSecDecode`). A store that
+    ///   wraps another (a logging or caching layer) should forward the wrapped store's token.
+    var secureEnclave: (any SecureEnclaveToken)? { get }
+}
+
+extension KeychainStore {
+    /// The platform's Secure Enclave (see ``KeychainStore/secureEnclave``).
+    public var secureEnclave: (any SecureEnclaveToken)? { PlatformSecureEnclave.current }
 }
 
 extension KeychainStore {

@@ -22,10 +22,12 @@ import KeychainEngine
 public final class InMemoryKeychain: EngineBackedStore, Sendable {
     /// What kind of device the keychain plays.
     public enum DeviceProfile: String, Sendable, Hashable, CaseIterable {
-        /// A device: access control is enforced (prompts happen) and the Secure Enclave is available.
+        /// A device: access control is enforced (prompts happen) and the Secure Enclave is available: the
+        /// keychain's ``InMemoryKeychain/secureEnclave`` is its ``InMemoryKeychain/emulatedSecureEnclave``.
         case device
         /// A simulator: access-controlled items come back without any authentication, and the Secure
-        /// Enclave is not available (`errSecUnimplemented` for Secure Enclave keys).
+        /// Enclave is not available (`errSecUnimplemented` for Secure Enclave keys, no
+        /// ``InMemoryKeychain/secureEnclave``: `SecureEnclave.isAvailable` is false on every simulator).
         case simulator
     }
 
@@ -35,6 +37,10 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
     public let storage: MemoryStorage
     /// The scripted authenticator answering prompts.
     public let authenticator: ScriptedAuthenticator
+    /// The device's Secure Enclave, an emulation of its own: what ``secureEnclave`` is with the
+    /// ``DeviceProfile/device`` profile. Make it unavailable (``EmulatedSecureEnclave/makeUnavailable(status:reason:)``)
+    /// to test fallbacks; its counters show the signatures made.
+    public let emulatedSecureEnclave: EmulatedSecureEnclave
     private let log = CallLog()
     private let failures = FailureInjector()
 
@@ -58,7 +64,15 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
         engine = KeychainEngine(storage: storage, configuration: configuration, authenticator: authenticator)
         engine.addHook(failures)
         engine.addHook(log)
+        emulatedSecureEnclave = EmulatedSecureEnclave(name: "emulated Secure Enclave (InMemoryKeychain)")
         self.profile = profile
+    }
+
+    /// The Secure Enclave of this keychain's device (``KeychainStore/secureEnclave``): ``emulatedSecureEnclave`` with
+    /// the ``DeviceProfile/device`` profile, nil with ``DeviceProfile/simulator``. Hardware signing keys
+    /// (`SigningKeyFactory`) made through this keychain live in it, and only it can use them.
+    public var secureEnclave: (any SecureEnclaveToken)? {
+        profile == .device ? emulatedSecureEnclave : nil
     }
 
     // MARK: - KeychainStore

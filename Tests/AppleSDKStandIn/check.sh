@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Compiles the Apple-platform branches of Keystone's sources on Linux, against a stand-in of the Apple SDK's
-# Swift interface (this directory): `Darwin` (empty: it only makes `canImport(Darwin)` true), `Security` and
-# `LocalAuthentication` with Apple's types and signatures (CFString is NSString, CFDictionary NSDictionary,
-# LAContext a non-Sendable NSObject…). It checks types, signatures, Sendable and deprecations, not behaviour,
-# and not availability (`os(iOS)` stays false and `@available(iOS …)` is not modelled).
+# Swift interface (this directory): `Darwin` (empty: it only makes `canImport(Darwin)` true), `Security`,
+# `LocalAuthentication` and `CryptoKit` (swift-crypto plus `SecureEnclave`) with Apple's types and signatures
+# (CFString is NSString, CFDictionary NSDictionary, LAContext a non-Sendable NSObject…). It checks types,
+# signatures, Sendable and deprecations, not behaviour, and not availability (`os(iOS)` stays false and
+# `@available(iOS …)` is not modelled).
 #
 # Compiled, each with `canImport(Darwin)` true:
 #   KeychainServices      (on Apple platforms: AppleReexport.swift alone, re-exporting Security)
-#   Keystone              (SystemKeychain.swift's Apple branches), against that KeychainServices
+#   Keystone              (SystemKeychain.swift's Apple branches; PlatformSecureEnclave.swift's CryptoKit adapter),
+#                         against that KeychainServices
 #   KeystoneTesting       against that Keystone
 #   AppleStyleKeychain    the fixture of iOS-style code (Tests/Fixtures/AppleStyleKeychain)
 #   KeychainServicesTests the test code that compiles on Apple platforms too (AppleStyleCode.swift)
@@ -49,6 +51,10 @@ for module in Darwin Security LocalAuthentication; do
     compile "the stand-in $module" -emit-module -module-name "$module" -emit-module-path "$sdk/$module.swiftmodule" \
         "$standin/$module"/*.swift
 done
+# CryptoKit: swift-crypto's Crypto (from the debug build) re-exported, plus SecureEnclave. It shadows the package's
+# own Linux `CryptoKit` module in $modules (the first -I wins).
+compile "the stand-in CryptoKit" -emit-module -module-name CryptoKit -emit-module-path "$sdk/CryptoKit.swiftmodule" \
+    -I "$sdk" -I "$modules" "$standin/CryptoKit"/*.swift
 
 compile KeychainServices -emit-module -module-name KeychainServices -emit-module-path "$out/KeychainServices.swiftmodule" \
     -I "$sdk" Sources/KeychainServices/*.swift
