@@ -6,7 +6,11 @@ import Synchronization
 /// The TPM 2.0 as the keychain's Secure Enclave: `kSecAttrTokenIDSecureEnclave` keys and CryptoKit's
 /// `SecureEnclave` keys live in it on Linux.
 ///
-/// The device is opened on first use and kept; when the TPM goes away mid-way (``TPMError/Kind/connectionLost``) or
+/// The device is opened on first use and kept, ONE per TCTI configuration in the process: every token on the same TPM
+/// shares it. A TPM without a resource manager (swtpm, `/dev/tpm0`) has only a few object slots for everyone, and
+/// each open device keeps the primary storage key and its last key loaded; two devices of one process on one such
+/// TPM would already fill it (`TPM_RC_OBJECT_MEMORY`). What the device holds is flushed when the process exits.
+/// When the TPM goes away mid-way (``TPMError/Kind/connectionLost``) or
 /// stops answering (``TPMError/Kind/timedOut``) the call fails with `errSecNotAvailable` and the next call opens it
 /// again.
 ///
@@ -21,7 +25,9 @@ import Synchronization
 public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// The tctildr configuration (nil: tctildr's default, `/dev/tpmrm0`).
     public let tcti: String?
-    private let device = Mutex<TPMDevice?>(nil)
+
+    /// The process's open devices, by TCTI configuration ("" for tctildr's default).
+    private static let devices = Mutex<[String: TPMDevice]>([:])
 
     /// A token on the TPM at `tcti` (default: ``TPMDevice/defaultTCTI(environment:)``). Opens nothing yet.
     public init(tcti: String? = TPMDevice.defaultTCTI()) {
@@ -30,13 +36,19 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
 
     public var name: String { "TPM 2.0 at \(tcti ?? "/dev/tpmrm0 (tctildr default)")" }
 
+    /// Asks the TPM (one `TPM2_GetCapability`, through the device kept open), so a TPM that went away since the
+    /// last call is reported at once; a device lost or timed out is dropped and the TPM opened again, once.
     public func availability() -> EngineError? {
-        do {
-            _ = try opened()
-            return nil
-        } catch {
-            return error
+        for attempt in 0..<2 {
+            do {
+                _ = try run { (tpm) throws(TPMError) in try tpm.info() }
+                return nil
+            } catch {
+                let dropped = error.status == Status.notAvailable && attempt == 0
+                if !dropped { return error }
+            }
         }
+        return nil
     }
 
     /// The TPM's manufacturer and firmware (for `keystone doctor`).
@@ -71,8 +83,9 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     // MARK: -
 
     private func opened() throws(EngineError) -> TPMDevice {
-        try device.withLock { (current: inout TPMDevice?) throws(EngineError) -> TPMDevice in
-            if let current { return current }
+        let key = tcti ?? ""
+        return try Self.devices.withLock { (devices: inout [String: TPMDevice]) throws(EngineError) -> TPMDevice in
+            if let current = devices[key] { return current }
             let made: TPMDevice
             do {
                 made = try TPMDevice(tcti: tcti)
@@ -81,7 +94,7 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
             } catch {
                 throw EngineError(Status.internalComponent, "\(error)")
             }
-            current = made
+            devices[key] = made
             return made
         }
     }
@@ -92,7 +105,8 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
             return try body(tpm)
         } catch {
             if error.kind == .connectionLost || error.kind == .timedOut {
-                device.withLock { if $0 === tpm { $0 = nil } }
+                let key = tcti ?? ""
+                Self.devices.withLock { if $0[key] === tpm { $0[key] = nil } }
             }
             throw Self.engineError(error, tcti: tcti)
         }

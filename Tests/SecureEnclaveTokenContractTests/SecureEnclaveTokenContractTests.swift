@@ -42,7 +42,7 @@ struct SecureEnclaveTokenContractTests {
                     return TPMSecureEnclaveToken(tcti: other.tcti)
                 },
                 lose: { try fixture.killTPM() },
-                knownIssues: [.availabilityStaleAfterLoss])
+                knownIssues: [])
             try clause.check(subject, findings)
         }
         findings.report()
