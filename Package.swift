@@ -249,10 +249,10 @@ let package = Package(
             "KeychainTPM", "KeychainEngine", "Swtpm", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         // CryptoKit's SecureEnclave on Linux: against a real software TPM (skipped with the reason when swtpm is missing)
-        // and a scripted token; seed 000's fallback with and without a Secure Enclave.
+        // and KeystoneTesting's emulated enclave; seed 000's fallback with and without a Secure Enclave.
         .testTarget(name: "CryptoKitTests", dependencies: [
             .target(name: cryptoKitModule, condition: .when(platforms: linuxOnly)),
-            "AppleStyleCryptoKit", "KeychainServices", "KeychainEngine", "DefaultKeychainLock", "Swtpm",
+            "AppleStyleCryptoKit", "KeychainServices", "KeychainEngine", "KeystoneTesting", "DefaultKeychainLock", "Swtpm",
             .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
@@ -289,6 +289,8 @@ let package = Package(
         ], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
             "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+            // Keychain files sealed to KeystoneTesting's emulated enclave.
+            "KeystoneTesting",
             // Keychain files sealed to a real software TPM.
             "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),

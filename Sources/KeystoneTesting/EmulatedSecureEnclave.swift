@@ -6,8 +6,10 @@ import KeychainEngine
 ///
 /// It keeps the whole token contract (the shared token suite runs it next to the TPM), so code that uses a hardware
 /// key can be tested on any machine, with controls no hardware offers: ``makeUnavailable(status:reason:)`` plays a
-/// device without a Secure Enclave or a TPM that went away, and the counters (``createdKeyCount``,
-/// ``signatureCount``, ``keyAgreementCount``) show what the code under test asked of it.
+/// device without a Secure Enclave or a TPM that went away, ``refuseKeyUse(status:reason:)`` a TPM that is there but
+/// refuses to sign or agree keys for a reason of its own, ``keyShape`` decides whether new keys have a compact
+/// representation, and the counters (``createdKeyCount``, ``signatureCount``, ``keyAgreementCount``) show what the
+/// code under test asked of it.
 ///
 /// ```swift
 /// let enclave = EmulatedSecureEnclave()
@@ -28,8 +30,34 @@ import KeychainEngine
 ///   a memory dump can read them. The public API never returns them, and ``description`` and reflection show no
 ///   key bytes. Never use it to protect real keys.
 public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConvertible, CustomReflectable {
+    /// Which P-256 keys ``createKey(_:)`` makes, by whether their public key has a compact representation
+    /// (`P256.Signing.PublicKey.compactRepresentation`, only for keys whose y is the smaller of the two for their x).
+    ///
+    /// CryptoKit's `compactRepresentable: true` (its default) asks for such a key: the code making the key retries
+    /// until the enclave gives one, and gives up after a bound. ``withoutCompactRepresentation`` tests that bound.
+    public enum KeyShape: Sendable, Hashable, CustomStringConvertible {
+        /// Any key, as a Secure Enclave or a TPM makes them: about half have a compact representation. The default.
+        case any
+        /// Only keys whose public key has a compact representation: a caller's retries are never needed.
+        case compactRepresentable
+        /// Only keys whose public key has no compact representation: a caller asking for a compact one retries
+        /// until it gives up.
+        case withoutCompactRepresentation
+
+        /// `any`, `compactRepresentable` or `withoutCompactRepresentation`.
+        public var description: String {
+            switch self {
+            case .any: "any"
+            case .compactRepresentable: "compactRepresentable"
+            case .withoutCompactRepresentation: "withoutCompactRepresentation"
+            }
+        }
+    }
+
     private struct State {
         var unavailable: EngineError?
+        var refusal: EngineError?
+        var keyShape: KeyShape
         var createdKeys = 0
         var signatures = 0
         var keyAgreements = 0
@@ -39,13 +67,16 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
     public let name: String
     /// The wrapping key: random, in this instance's memory only.
     private let wrappingKey = SymmetricKey(size: .bits256)
-    private let state = Locked(State())
+    private let state: Locked<State>
 
     /// Creates an emulated enclave, available, with a wrapping key of its own.
     ///
-    /// - Parameter name: what ``name`` (and `keystone doctor`-style reports) call it. Default: `"emulated Secure Enclave"`.
-    public init(name: String = "emulated Secure Enclave") {
+    /// - Parameters:
+    ///   - name: what ``name`` (and `keystone doctor`-style reports) call it. Default: `"emulated Secure Enclave"`.
+    ///   - keyShape: which keys ``createKey(_:)`` makes (``keyShape``). Default: ``KeyShape/any``, as hardware.
+    public init(name: String = "emulated Secure Enclave", keyShape: KeyShape = .any) {
         self.name = name
+        self.state = Locked(State(keyShape: keyShape))
     }
 
     // MARK: - Controls
@@ -72,6 +103,38 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
     /// Whether keys can be made and used now (false after ``makeUnavailable(status:reason:)``).
     public var isAvailable: Bool { state.current.unavailable == nil }
 
+    /// Makes every later signature and key agreement fail with `status`, as a TPM that is present but refuses an
+    /// operation for a reason of its own (out of memory for object contexts, in lockout, a failed self-test), until
+    /// ``allowKeyUse()``.
+    ///
+    /// Unlike ``makeUnavailable(status:reason:)``, the enclave stays available: ``availability()`` reports nil,
+    /// ``isAvailable`` stays true, and ``createKey(_:)`` and ``key(dataRepresentation:)`` keep working, so code can
+    /// be tested that must keep a refusal's own status (and not report the key as another device's, or the enclave
+    /// as gone). While unavailable, unavailability wins. Refused calls are not counted.
+    ///
+    /// - Parameters:
+    ///   - status: the `OSStatus` signatures and key agreements fail with. Default: `errSecInternalComponent` (-2070).
+    ///   - reason: the error's reason.
+    public func refuseKeyUse(status: Int32 = Status.internalComponent,
+                             reason: String = "the emulated Secure Enclave was told to refuse key use") {
+        state.withLock { $0.refusal = EngineError(status, reason) }
+    }
+
+    /// Ends ``refuseKeyUse(status:reason:)``: keys sign and agree keys again.
+    public func allowKeyUse() {
+        state.withLock { $0.refusal = nil }
+    }
+
+    /// Whether signatures and key agreements are refused now (after ``refuseKeyUse(status:reason:)``).
+    public var isRefusingKeyUse: Bool { state.current.refusal != nil }
+
+    /// Which keys ``createKey(_:)`` makes from now on (keys made before are unchanged). Set it, or pass it to
+    /// ``init(name:keyShape:)``.
+    public var keyShape: KeyShape {
+        get { state.current.keyShape }
+        set { state.withLock { $0.keyShape = newValue } }
+    }
+
     /// How many keys ``createKey(_:)`` made.
     public var createdKeyCount: Int { state.current.createdKeys }
     /// How many signatures ``signature(digest:with:)`` returned.
@@ -79,10 +142,14 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
     /// How many shared secrets ``sharedSecret(peerX963:with:)`` returned.
     public var keyAgreementCount: Int { state.current.keyAgreements }
 
-    /// `EmulatedSecureEnclave("name", available)`: never key bytes.
+    /// `EmulatedSecureEnclave("name", available)`, with `refusing key use: <status>` and `keyShape: <shape>` when
+    /// set: never key bytes.
     public var description: String {
-        let unavailable = state.current.unavailable
-        return "EmulatedSecureEnclave(\"\(name)\", \(unavailable.map { "unavailable: \($0.status)" } ?? "available"))"
+        let current = state.current
+        var parts = [current.unavailable.map { "unavailable: \($0.status)" } ?? "available"]
+        if let refusal = current.refusal { parts.append("refusing key use: \(refusal.status)") }
+        if current.keyShape != .any { parts.append("keyShape: \(current.keyShape)") }
+        return "EmulatedSecureEnclave(\"\(name)\", \(parts.joined(separator: ", ")))"
     }
 
     /// No children: `dump()` and debuggers' summaries do not reach the wrapping key through reflection.
@@ -95,10 +162,13 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
 
     /// Makes a P-256 key inside the emulated enclave.
     ///
+    /// Its public key has a compact representation or not as ``keyShape`` says; a refusal of
+    /// ``refuseKeyUse(status:reason:)`` does not stop it.
+    ///
     /// - Throws: the status of ``makeUnavailable(status:reason:)`` while unavailable.
     public func createKey(_ usage: SecureEnclaveKeyUsage) throws(EngineError) -> SecureEnclaveKey {
         try checkAvailable()
-        let privateKey = P256.Signing.PrivateKey()
+        let privateKey = Self.newKey(state.current.keyShape)
         let publicKey = privateKey.publicKey.x963Representation
         let header = Self.header(usage: usage, publicKey: publicKey)
         let sealed: Data
@@ -126,10 +196,10 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
     /// Signs a 32-byte digest with the key; returns r || s.
     ///
     /// - Throws: `errSecParam` (digest not 32 bytes, a key-agreement key), `errSecDecode` (not this instance's
-    ///   key), the status of ``makeUnavailable(status:reason:)``.
+    ///   key), the status of ``makeUnavailable(status:reason:)`` or of ``refuseKeyUse(status:reason:)``.
     public func signature(digest: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
         guard digest.count == 32 else { throw EngineError.param("a SHA-256 digest has 32 bytes, not \(digest.count)") }
-        try checkAvailable()
+        try checkKeyUse()
         let opened = try open(dataRepresentation)
         guard opened.key.usage != .keyAgreement else {
             throw EngineError.param("the key is for key agreement only; it cannot sign")
@@ -148,9 +218,9 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
     /// ECDH with a peer's X9.63 public key; returns the shared x coordinate.
     ///
     /// - Throws: `errSecParam` (a signing-only key, a peer key that is not a P-256 point), `errSecDecode` (not this
-    ///   instance's key), the status of ``makeUnavailable(status:reason:)``.
+    ///   instance's key), the status of ``makeUnavailable(status:reason:)`` or of ``refuseKeyUse(status:reason:)``.
     public func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
-        try checkAvailable()
+        try checkKeyUse()
         let opened = try open(dataRepresentation)
         guard opened.key.usage != .signing else {
             throw EngineError.param("the key is for signing only; it cannot agree keys")
@@ -226,6 +296,29 @@ public final class EmulatedSecureEnclave: SecureEnclaveToken, CustomStringConver
 
     private func checkAvailable() throws(EngineError) {
         if let unavailable = state.current.unavailable { throw unavailable }
+    }
+
+    /// Unavailability first (a TPM that is gone refuses nothing), then a refusal. Before the blob is opened, as a TPM
+    /// refusing to load a key never reads it.
+    private func checkKeyUse() throws(EngineError) {
+        let current = state.current
+        if let unavailable = current.unavailable { throw unavailable }
+        if let refusal = current.refusal { throw refusal }
+    }
+
+    /// A new private key of `shape`. For the two restricted shapes about one key in two fits, so the loop ends
+    /// quickly (CryptoKit's `compactRepresentable: true` is swift-crypto's own way to draw a compact one).
+    private static func newKey(_ shape: KeyShape) -> P256.Signing.PrivateKey {
+        switch shape {
+        case .any:
+            return P256.Signing.PrivateKey(compactRepresentable: false)
+        case .compactRepresentable:
+            return P256.Signing.PrivateKey(compactRepresentable: true)
+        case .withoutCompactRepresentation:
+            var key = P256.Signing.PrivateKey(compactRepresentable: false)
+            while key.publicKey.compactRepresentation != nil { key = P256.Signing.PrivateKey(compactRepresentable: false) }
+            return key
+        }
     }
 }
 

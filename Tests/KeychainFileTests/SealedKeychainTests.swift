@@ -3,78 +3,12 @@ import CSQLite
 import Foundation
 import KeychainEngine
 @testable import KeychainFile
-import Synchronization
+import KeystoneTesting
 import Testing
 #if canImport(KeychainTPM)
 import KeychainTPM
 import Swtpm
 #endif
-
-/// A Secure Enclave token in software, for the sealing logic without hardware: each instance is one "chip" with its
-/// own secret (its keys' data representations are sealed under it, so another instance cannot use them:
-/// `errSecDecode`), and can be made unreachable (`errSecNotAvailable`). It counts its ECDH operations.
-final class SoftwareToken: SecureEnclaveToken {
-    private let chipSecret = SymmetricKey(size: .bits256)
-    let reachable = Mutex(true)
-    let agreements = Mutex(0)
-    /// Set: key agreement fails with it (a TPM refusing for a reason of its own).
-    let refusal = Mutex<EngineError?>(nil)
-
-    var name: String { "software token" }
-
-    func availability() -> EngineError? {
-        reachable.withLock { $0 } ? nil : EngineError(Status.notAvailable, "the software token is unplugged")
-    }
-
-    func createKey(_ usage: SecureEnclaveKeyUsage) throws(EngineError) -> SecureEnclaveKey {
-        if let error = availability() { throw error }
-        let key = P256.KeyAgreement.PrivateKey()
-        let sealed = try! AES.GCM.seal(key.rawRepresentation, using: chipSecret, authenticating: Data(usage.rawValue.utf8)).combined!
-        var blob = Data("SWTK".utf8)
-        blob.append(UInt8(usage.rawValue.utf8.count))
-        blob.append(Data(usage.rawValue.utf8))
-        blob.append(sealed)
-        return SecureEnclaveKey(usage: usage, dataRepresentation: blob, publicKeyX963: key.publicKey.x963Representation)
-    }
-
-    private func privateKey(_ blob: Data) throws(EngineError) -> (SecureEnclaveKeyUsage, P256.KeyAgreement.PrivateKey) {
-        let bytes = [UInt8](blob)
-        guard bytes.count > 5, Array(bytes.prefix(4)) == Array("SWTK".utf8) else { throw EngineError(Status.decode, "not a software token key") }
-        let length = Int(bytes[4])
-        guard bytes.count > 5 + length, let usage = SecureEnclaveKeyUsage(rawValue: String(decoding: bytes[5..<(5 + length)], as: UTF8.self)) else {
-            throw EngineError(Status.decode, "not a software token key")
-        }
-        do {
-            let box = try AES.GCM.SealedBox(combined: Data(bytes[(5 + length)...]))
-            let raw = try AES.GCM.open(box, using: chipSecret, authenticating: Data(usage.rawValue.utf8))
-            return (usage, try P256.KeyAgreement.PrivateKey(rawRepresentation: raw))
-        } catch {
-            throw EngineError(Status.decode, "the key belongs to another software token")
-        }
-    }
-
-    func key(dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKey {
-        let (usage, key) = try privateKey(dataRepresentation)
-        return SecureEnclaveKey(usage: usage, dataRepresentation: dataRepresentation, publicKeyX963: key.publicKey.x963Representation)
-    }
-
-    func signature(digest: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
-        throw EngineError(Status.param, "the software token only agrees keys")
-    }
-
-    func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data {
-        if let error = availability() { throw error }
-        if let error = refusal.withLock({ $0 }) { throw error }
-        let (usage, key) = try privateKey(dataRepresentation)
-        guard usage != .signing else { throw EngineError(Status.param, "a signing key") }
-        guard let peer = try? P256.KeyAgreement.PublicKey(x963Representation: peerX963) else {
-            throw EngineError(Status.param, "the peer key is not a P-256 point")
-        }
-        agreements.withLock { $0 += 1 }
-        let shared = try! key.sharedSecretFromKeyAgreement(with: peer)
-        return shared.withUnsafeBytes { Data($0) }
-    }
-}
 
 /// The keychain header's value `name`, read as an attacker with the file would.
 func headerValue(_ path: String, _ name: String) -> Data? {
@@ -133,13 +67,13 @@ func flipHeaderByte(_ path: String, _ name: String, _ offset: Int) {
     setHeaderValue(path, name, value)
 }
 
-@Suite("Keychain file sealed to a Secure Enclave token (software token)")
+@Suite("Keychain file sealed to a Secure Enclave token (KeystoneTesting's emulated enclave)")
 struct SealedKeychainTests {
     @Test("a sealed keychain is format 4 with no password, opens unlocked with its token in a new instance, and reads its items")
     func sealedRoundTrip() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         let created = try KeychainFile.create(at: path, sealedTo: token)
         #expect(created.lockState == .unlocked)
         #expect(created.isSealedToSecureEnclave && !created.hasPassword && !created.isEmptyPassword)
@@ -149,9 +83,9 @@ struct SealedKeychainTests {
         #expect(headerValue(path, "sealed-scheme") == Data(SealedProtector.scheme.utf8))
         #expect(headerValue(path, "sealed-ephemeral")?.count == 65)
 
-        let before = token.agreements.withLock { $0 }
+        let before = token.keyAgreementCount
         let reopened = try KeychainFile.open(at: path, secureEnclave: token)
-        #expect(token.agreements.withLock { $0 } == before + 1, "the token unsealed the master key")
+        #expect(token.keyAgreementCount == before + 1, "the token unsealed the master key")
         #expect(reopened.lockState == .unlocked)
         #expect(try readSecret(reopened, "svc", "acct") == "tpm-bound secret")
     }
@@ -160,11 +94,11 @@ struct SealedKeychainTests {
     func anotherToken() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         try addSecret(try KeychainFile.create(at: path, sealedTo: token), "svc", "acct", "s")
         let digest = fileDigest(path)
         var failure: EngineError?
-        do { _ = try KeychainFile.open(at: path, secureEnclave: SoftwareToken()) } catch let error as EngineError { failure = error }
+        do { _ = try KeychainFile.open(at: path, secureEnclave: EmulatedSecureEnclave()) } catch let error as EngineError { failure = error }
         #expect(failure?.status == Status.decode)
         #expect(failure?.reason.contains("sealed to another TPM; the keychain cannot be opened here") == true)
         #expect(fileDigest(path) == digest)
@@ -175,17 +109,17 @@ struct SealedKeychainTests {
     func unreachableToken() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         try addSecret(try KeychainFile.create(at: path, sealedTo: token), "svc", "acct", "s")
         let digest = fileDigest(path)
         #expect(fileStatus { _ = try KeychainFile.open(at: path) } == Status.notAvailable)
-        token.reachable.withLock { $0 = false }
+        token.makeUnavailable()
         var failure: EngineError?
         do { _ = try KeychainFile.open(at: path, secureEnclave: token) } catch let error as EngineError { failure = error }
         #expect(failure?.status == Status.notAvailable)
         #expect(failure?.reason.contains("cannot be reached") == true)
         #expect(fileDigest(path) == digest)
-        token.reachable.withLock { $0 = true }
+        token.makeAvailable()
         #expect(try readSecret(try KeychainFile.open(at: path, secureEnclave: token), "svc", "acct") == "s")
     }
 
@@ -193,10 +127,10 @@ struct SealedKeychainTests {
     func tokenRefusal() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         try addSecret(try KeychainFile.create(at: path, sealedTo: token), "svc", "acct", "s")
         let digest = fileDigest(path)
-        token.refusal.withLock { $0 = EngineError(Status.internalComponent, "out of memory for object contexts") }
+        token.refuseKeyUse(status: Status.internalComponent, reason: "out of memory for object contexts")
         var failure: EngineError?
         do { _ = try KeychainFile.open(at: path, secureEnclave: token) } catch let error as EngineError { failure = error }
         #expect(failure?.status == Status.internalComponent)
@@ -209,8 +143,8 @@ struct SealedKeychainTests {
     func createUnreachable() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
-        token.reachable.withLock { $0 = false }
+        let token = EmulatedSecureEnclave()
+        token.makeUnavailable()
         #expect(fileStatus { _ = try KeychainFile.create(at: path, sealedTo: token) } == Status.notAvailable)
         #expect(!FileManager.default.fileExists(atPath: path))
         let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: dir.url.path)) ?? []
@@ -219,7 +153,7 @@ struct SealedKeychainTests {
 
     @Test("every edit of the sealed header fields is a typed error, never an unlocked keychain or another item's secret")
     func editedHeader() throws {
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         for (name, offset) in sealedFields {
             let dir = TempDir()
             let path = dir.path()
@@ -232,7 +166,7 @@ struct SealedKeychainTests {
 
     @Test("a sealed header swapped in from another keychain on the same token opens that keychain's keys, never this file's items as another's")
     func swappedHeader() throws {
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         let dir = TempDir()
         let victim = dir.path("victim.keychain-db")
         let donor = dir.path("donor.keychain-db")
@@ -253,7 +187,7 @@ struct SealedKeychainTests {
 
     @Test("edits that make older Keystones read it, or that a newer scheme made, are refused: version 3 with sealed fields, unknown scheme, format 5")
     func versionEdits() throws {
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         let dir = TempDir()
         let path = dir.path()
         _ = try KeychainFile.create(at: path, sealedTo: token)
@@ -278,7 +212,7 @@ struct SealedKeychainTests {
         #expect(headerValue(path, "sealed-key") == nil && headerValue(path, "sealed-scheme") == nil)
         #expect(!file.isSealedToSecureEnclave && file.hasPassword)
         file.lock()
-        let reopened = try KeychainFile.open(at: path, secureEnclave: SoftwareToken())
+        let reopened = try KeychainFile.open(at: path, secureEnclave: EmulatedSecureEnclave())
         #expect(reopened.lockState == .locked)
         #expect(fileStatus { try reopened.unlock() } == Status.authFailed)
         #expect(fileStatus { try reopened.unlock(password: "wrong") } == Status.authFailed)
@@ -290,7 +224,7 @@ struct SealedKeychainTests {
     func recoveryPassword() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         do {
             let created = try KeychainFile.create(at: path, sealedTo: token, recoveryPassword: "correct horse")
             #expect(created.hasPassword && created.isSealedToSecureEnclave)
@@ -300,7 +234,7 @@ struct SealedKeychainTests {
         #expect(try readSecret(try KeychainFile.open(at: path, secureEnclave: token), "svc", "acct") == "s")
 
         let digest = fileDigest(path)
-        let elsewhere = try KeychainFile.open(at: path, secureEnclave: SoftwareToken())
+        let elsewhere = try KeychainFile.open(at: path, secureEnclave: EmulatedSecureEnclave())
         #expect(elsewhere.lockState == .locked)
         #expect(fileStatus { try elsewhere.unlock() } == Status.decode)
         #expect(fileStatus { try elsewhere.unlock(password: "wrong") } == Status.authFailed)
@@ -318,14 +252,14 @@ struct SealedKeychainTests {
     func emptyRecovery() throws {
         let dir = TempDir()
         let path = dir.path()
-        #expect(fileStatus { _ = try KeychainFile.create(at: path, sealedTo: SoftwareToken(), recoveryPassword: "") } == Status.param)
+        #expect(fileStatus { _ = try KeychainFile.create(at: path, sealedTo: EmulatedSecureEnclave(), recoveryPassword: "") } == Status.param)
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
     @Test("passwords on a sealed keychain: none to unlock with or add (errSecParam, unchanged); a recovery password changes, never to empty")
     func passwordsOnSealed() throws {
         let dir = TempDir()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         let bare = dir.path("bare.keychain-db")
         let file = try KeychainFile.create(at: bare, sealedTo: token)
         withExtendedLifetime(file) {
@@ -341,7 +275,7 @@ struct SealedKeychainTests {
         #expect(fileStatus { try withRecovery.changePassword(old: "old", new: "") } == Status.param)
         #expect(fileStatus { try withRecovery.changePassword(old: "wrong", new: "new") } == Status.authFailed)
         try withRecovery.changePassword(old: "old", new: "new")
-        let elsewhere = try KeychainFile.open(at: recoverable, secureEnclave: SoftwareToken())
+        let elsewhere = try KeychainFile.open(at: recoverable, secureEnclave: EmulatedSecureEnclave())
         #expect(fileStatus { try elsewhere.unlock(password: "old") } == Status.authFailed)
         try elsewhere.unlock(password: "new")
         #expect(try KeychainFile.open(at: recoverable, secureEnclave: token).lockState == .unlocked, "the token's copy is untouched")
@@ -351,7 +285,7 @@ struct SealedKeychainTests {
     func lockAndUnlock() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         let first = try KeychainFile.create(at: path, sealedTo: token)
         try addSecret(first, "svc", "acct", "s")
         let second = try KeychainFile.open(at: path, secureEnclave: token)
@@ -367,14 +301,14 @@ struct SealedKeychainTests {
     func diagnosis() throws {
         let dir = TempDir()
         let path = dir.path()
-        let token = SoftwareToken()
+        let token = EmulatedSecureEnclave()
         try addSecret(try KeychainFile.create(at: path, sealedTo: token), "svc", "acct", "s")
         let good = KeychainDiagnosis.examine(keychainAt: path, secureEnclave: token)
         #expect(good.severity < .problem)
         #expect(good.findings.contains { $0.check == "sealed" && $0.severity == .ok })
         #expect(good.findings.contains { $0.check == "items" && $0.detail.contains("1 item") })
         let digest = fileDigest(path)
-        let bad = KeychainDiagnosis.examine(keychainAt: path, secureEnclave: SoftwareToken())
+        let bad = KeychainDiagnosis.examine(keychainAt: path, secureEnclave: EmulatedSecureEnclave())
         #expect(bad.severity == .problem)
         #expect(bad.findings.contains { $0.check == "sealed" && $0.detail.contains("sealed to another TPM") })
         #expect(!bad.findings.contains { $0.check == "header" })

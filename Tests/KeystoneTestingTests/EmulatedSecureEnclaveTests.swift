@@ -70,6 +70,79 @@ struct EmulatedSecureEnclaveTests {
         #expect(enclave.keyAgreementCount == 1)
     }
 
+    @Test("refuseKeyUse fails signatures and key agreements with its status while the enclave stays available; allowKeyUse ends it")
+    func refusalControl() throws {
+        let enclave = EmulatedSecureEnclave()
+        let signing = try enclave.createKey(.signing)
+        let agreement = try enclave.createKey(.keyAgreement)
+        let peer = P256.KeyAgreement.PrivateKey()
+        #expect(!enclave.isRefusingKeyUse)
+        enclave.refuseKeyUse(status: Status.internalComponent, reason: "out of memory for object contexts")
+        #expect(enclave.isRefusingKeyUse)
+        let refusal = EngineError(Status.internalComponent, "out of memory for object contexts")
+        #expect(throws: refusal) { try enclave.signature(digest: digest, with: signing.dataRepresentation) }
+        #expect(throws: refusal) { try enclave.sharedSecret(peerX963: peer.publicKey.x963Representation, with: agreement.dataRepresentation) }
+        // Refused before the blob is read: even a key of another enclave gets the refusal, not errSecDecode.
+        let foreign = try EmulatedSecureEnclave().createKey(.signing)
+        #expect(throws: refusal) { try enclave.signature(digest: digest, with: foreign.dataRepresentation) }
+        // Not unavailability: the enclave reports itself present, makes keys and reads blobs.
+        #expect(enclave.isAvailable && enclave.availability() == nil)
+        let madeWhileRefusing = try enclave.createKey(.signing)
+        #expect(try enclave.key(dataRepresentation: signing.dataRepresentation).publicKeyX963 == signing.publicKeyX963)
+        // Unavailability wins over a refusal.
+        enclave.makeUnavailable()
+        #expect(throws: EngineError(Status.notAvailable, "the emulated Secure Enclave was made unavailable")) {
+            try enclave.signature(digest: digest, with: signing.dataRepresentation)
+        }
+        enclave.makeAvailable()
+        // Nothing refused was counted; after allowKeyUse every key works, the one made while refusing too.
+        #expect(enclave.signatureCount == 0 && enclave.keyAgreementCount == 0)
+        enclave.allowKeyUse()
+        #expect(!enclave.isRefusingKeyUse)
+        let raw = try enclave.signature(digest: digest, with: madeWhileRefusing.dataRepresentation)
+        let publicKey = try P256.Signing.PublicKey(x963Representation: madeWhileRefusing.publicKeyX963)
+        #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: raw), for: Data("message".utf8)))
+        let secret = try enclave.sharedSecret(peerX963: peer.publicKey.x963Representation, with: agreement.dataRepresentation)
+        let expected = try peer.sharedSecretFromKeyAgreement(with: P256.KeyAgreement.PublicKey(x963Representation: agreement.publicKeyX963))
+        #expect(secret == expected.withUnsafeBytes { Data($0) })
+        #expect(enclave.signatureCount == 1 && enclave.keyAgreementCount == 1)
+        // The default status: errSecInternalComponent.
+        enclave.refuseKeyUse()
+        #expect(enclave.availability() == nil)
+        do {
+            _ = try enclave.signature(digest: digest, with: signing.dataRepresentation)
+            Issue.record("a refused signature was returned")
+        } catch {
+            #expect(error.status == Status.internalComponent)
+        }
+    }
+
+    @Test("keyShape decides whether new keys have a compact representation; the default makes both kinds, as hardware does")
+    func keyShapes() throws {
+        func compact(_ key: SecureEnclaveKey) throws -> Bool {
+            try P256.Signing.PublicKey(x963Representation: key.publicKeyX963).compactRepresentation != nil
+        }
+        let without = EmulatedSecureEnclave(keyShape: .withoutCompactRepresentation)
+        #expect(without.keyShape == .withoutCompactRepresentation)
+        for _ in 0..<16 { #expect(try !compact(without.createKey(.signing))) }
+        #expect(without.createdKeyCount == 16, "one key per call, however many were drawn")
+        let compactOnly = EmulatedSecureEnclave(keyShape: .compactRepresentable)
+        for _ in 0..<16 { #expect(try compact(compactOnly.createKey(.keyAgreement))) }
+
+        // Set later: keys from then on follow it; keys made before still work.
+        let enclave = EmulatedSecureEnclave()
+        #expect(enclave.keyShape == .any)
+        var shapes = Set<Bool>()
+        // Each draw is compact with probability 1/2: 128 draws of one kind only happen once in 2^127 runs.
+        for _ in 0..<128 { shapes.insert(try compact(enclave.createKey(.signing))) }
+        #expect(shapes == [true, false])
+        let before = try enclave.createKey(.signing)
+        enclave.keyShape = .withoutCompactRepresentation
+        for _ in 0..<16 { #expect(try !compact(enclave.createKey(.general))) }
+        #expect(try enclave.signature(digest: digest, with: before.dataRepresentation).count == 64)
+        #expect(enclave.description == "EmulatedSecureEnclave(\"emulated Secure Enclave\", available, keyShape: withoutCompactRepresentation)")
+    }
+
     @Test("A blob's usage and public key are authenticated: changing either, or grafting another key's, is errSecDecode")
     func blobBinding() throws {
         let enclave = EmulatedSecureEnclave()
@@ -108,6 +181,8 @@ struct EmulatedSecureEnclaveTests {
         #expect(!dumped.contains("wrappingKey") && !dumped.contains("SymmetricKey"), "\(dumped)")
         enclave.makeUnavailable()
         #expect(enclave.description == "EmulatedSecureEnclave(\"test enclave\", unavailable: -25291)")
+        enclave.refuseKeyUse(reason: "a reason")
+        #expect(enclave.description == "EmulatedSecureEnclave(\"test enclave\", unavailable: -25291, refusing key use: -2070)")
         #expect(enclave.name == "test enclave")
         _ = key
     }

@@ -5,27 +5,28 @@ import DefaultKeychainLock
 import Foundation
 import KeychainEngine
 import KeychainServices
+import KeystoneTesting
 import Swtpm
 import Testing
 #if canImport(KeychainTPM)
 import KeychainTPM
 #endif
 
-/// CryptoKit's SecureEnclave API over a scripted token (in software, counting its calls), a scripted authenticator
-/// and a hand-moved clock: the CryptoKit layer's own rules (access control, envelopes, compact keys, errors, seed
+/// CryptoKit's SecureEnclave API over KeystoneTesting's emulated enclave (in software, counting its calls), a
+/// scripted authenticator and a hand-moved clock: the CryptoKit layer's own rules (access control, envelopes, compact keys, errors, seed
 /// 000's fallback), everywhere, with or without swtpm. The TPM itself: SwtpmEnclaveTests.
 ///
 /// The Secure Enclave, the authenticator and the clock are process-wide: the suite owns them (`.ownsDefaultKeychain`)
 /// and restores them after each test.
-@Suite("SecureEnclave on a scripted token", .serialized, .ownsDefaultKeychain)
-struct ScriptedEnclaveTests {
+@Suite("SecureEnclave on the emulated enclave", .serialized, .ownsDefaultKeychain)
+struct EmulatedEnclaveTests {
     let message = Data("Keystone signs with CryptoKit's SecureEnclave API on Linux.".utf8)
 
     // MARK: Availability
 
     @Test("isAvailable is true with a token and false without; making a key without one is errSecUnimplemented, and nothing else was asked")
     func availability() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         try await withEnclave(token) {
             #expect(SecureEnclave.isAvailable)
         }
@@ -37,25 +38,25 @@ struct ScriptedEnclaveTests {
             let agreement = enclaveError { _ = try SecureEnclave.P256.KeyAgreement.PrivateKey() }
             #expect(agreement?.status == errSecUnimplemented)
         }
-        #expect(token.creates == 0)
+        #expect(token.createdKeyCount == 0)
     }
 
     @Test("A key keeps the token it was made with: it signs after the process's Secure Enclave is switched off")
     func keyKeepsItsToken() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         let key = try await withEnclave(token) { try SecureEnclave.P256.Signing.PrivateKey() }
         try await withEnclave(nil) {
             let signature = try key.signature(for: message)
             #expect(key.publicKey.isValidSignature(signature, for: message))
         }
-        #expect(token.signatures == 1)
+        #expect(token.signatureCount == 1)
     }
 
     // MARK: Signing
 
     @Test("Signatures over data and over SHA-256, SHA-384, SHA-512 and SHA-1 digests verify with swift-crypto, and not for other data")
     func signatures() async throws {
-        try await withEnclave(ScriptedToken()) {
+        try await withEnclave(EmulatedSecureEnclave()) {
             let key = try SecureEnclave.P256.Signing.PrivateKey()
             let other = Data("another message".utf8)
             let overData = try key.signature(for: message)
@@ -80,7 +81,7 @@ struct ScriptedEnclaveTests {
 
     @Test("dataRepresentation round trip: a new key object has the same public key and signs for it")
     func roundTrip() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         try await withEnclave(token) {
             let key = try SecureEnclave.P256.Signing.PrivateKey()
             let loaded = try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: key.dataRepresentation)
@@ -89,25 +90,25 @@ struct ScriptedEnclaveTests {
             let signature = try loaded.signature(for: message)
             #expect(key.publicKey.isValidSignature(signature, for: message))
             // Loading asked the token once (the check), the signature once more.
-            #expect(token.signatures == 2)
+            #expect(token.signatureCount == 2)
         }
     }
 
     @Test("A key of another token is errSecDecode when loaded, before any use")
     func foreignToken() async throws {
-        let first = try await withEnclave(ScriptedToken()) { try SecureEnclave.P256.Signing.PrivateKey().dataRepresentation }
-        let other = ScriptedToken()
+        let first = try await withEnclave(EmulatedSecureEnclave()) { try SecureEnclave.P256.Signing.PrivateKey().dataRepresentation }
+        let other = EmulatedSecureEnclave()
         try await withEnclave(other) {
             let error = enclaveError { _ = try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: first) }
             #expect(error?.status == errSecDecode)
             #expect(error?.message.contains("make a new key") == true)
         }
-        #expect(other.signatures == 0)
+        #expect(other.signatureCount == 0)
     }
 
     @Test("Description and dump show the kind, token and access control, never the key's bytes")
     func noKeyMaterialInDescriptions() async throws {
-        try await withEnclave(ScriptedToken()) {
+        try await withEnclave(EmulatedSecureEnclave()) {
             let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access([.privateKeyUsage, .userPresence]))
             var dumped = ""
             dump(key, to: &dumped)
@@ -125,7 +126,7 @@ struct ScriptedEnclaveTests {
 
     @Test("compactRepresentable (the default) gives keys with a compact representation; false accepts any key")
     func compactKeys() async throws {
-        try await withEnclave(ScriptedToken()) {
+        try await withEnclave(EmulatedSecureEnclave()) {
             for _ in 0..<8 {
                 let signing = try SecureEnclave.P256.Signing.PrivateKey()
                 let agreement = try SecureEnclave.P256.KeyAgreement.PrivateKey()
@@ -133,22 +134,22 @@ struct ScriptedEnclaveTests {
                 #expect(agreement.publicKey.compactRepresentation != nil)
             }
         }
-        let stubborn = ScriptedToken(nonCompactOnly: true)
+        let stubborn = EmulatedSecureEnclave(keyShape: .withoutCompactRepresentation)
         try await withEnclave(stubborn) {
             let key = try SecureEnclave.P256.Signing.PrivateKey(compactRepresentable: false)
             #expect(key.publicKey.compactRepresentation == nil)
-            #expect(stubborn.creates == 1)
+            #expect(stubborn.createdKeyCount == 1)
         }
     }
 
     @Test("A token that only makes keys without a compact representation: 32 attempts, then errSecInternalComponent saying what to pass")
     func compactBound() async throws {
-        let stubborn = ScriptedToken(nonCompactOnly: true)
+        let stubborn = EmulatedSecureEnclave(keyShape: .withoutCompactRepresentation)
         try await withEnclave(stubborn) {
             let error = enclaveError { _ = try SecureEnclave.P256.Signing.PrivateKey() }
             #expect(error?.status == errSecInternalComponent)
             #expect(error?.reason.contains("compactRepresentable: false") == true)
-            #expect(stubborn.creates == 32)
+            #expect(stubborn.createdKeyCount == 32)
         }
     }
 
@@ -156,7 +157,7 @@ struct ScriptedEnclaveTests {
 
     @Test("Key agreement equals a software peer's shared secret, and HKDF and X9.63 keys derived from it agree")
     func keyAgreement() async throws {
-        try await withEnclave(ScriptedToken()) {
+        try await withEnclave(EmulatedSecureEnclave()) {
             let key = try SecureEnclave.P256.KeyAgreement.PrivateKey()
             for _ in 0..<4 {
                 let peer = P256.KeyAgreement.PrivateKey()
@@ -180,7 +181,7 @@ struct ScriptedEnclaveTests {
 
     @Test("Authentication flags without .privateKeyUsage are refused with errSecParam before a key is made; Apple's default and .privateKeyUsage alone never ask")
     func accessControlWithoutPrivateKeyUsage() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         let authenticator = CountingAuthenticator(.success)
         try await withEnclave(token, authenticator: authenticator) {
             for flags: SecAccessControlCreateFlags in [[.userPresence], [.biometryAny], [.devicePasscode], [.biometryCurrentSet]] {
@@ -190,7 +191,7 @@ struct ScriptedEnclaveTests {
                 let agreement = enclaveError { _ = try SecureEnclave.P256.KeyAgreement.PrivateKey(accessControl: access(flags)) }
                 #expect(agreement?.status == errSecParam)
             }
-            #expect(token.creates == 0)
+            #expect(token.createdKeyCount == 0)
             let plain = try SecureEnclave.P256.Signing.PrivateKey()
             let usage = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access(.privateKeyUsage))
             _ = try plain.signature(for: message)
@@ -201,7 +202,7 @@ struct ScriptedEnclaveTests {
 
     @Test("With .privateKeyUsage and .userPresence every signature asks the authenticator once, for a key, to sign")
     func userPresenceEverySignature() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         let authenticator = CountingAuthenticator(.success)
         try await withEnclave(token, authenticator: authenticator) {
             let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access([.privateKeyUsage, .userPresence]))
@@ -221,7 +222,7 @@ struct ScriptedEnclaveTests {
 
     @Test("Each key agreement of a .biometryAny key asks too (operation derive), and a failure gives no secret")
     func keyAgreementAsks() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         let authenticator = CountingAuthenticator(.success, .failed)
         try await withEnclave(token, authenticator: authenticator) {
             let key = try SecureEnclave.P256.KeyAgreement.PrivateKey(accessControl: access([.privateKeyUsage, .biometryAny]))
@@ -232,7 +233,7 @@ struct ScriptedEnclaveTests {
             #expect(error?.status == errSecAuthFailed)
             #expect(authenticator.count == 2)
         }
-        #expect(token.agreements == 1, "the refused agreement never reached the token")
+        #expect(token.keyAgreementCount == 1, "the refused agreement never reached the token")
     }
 
     @Test("A failed, cancelled or non-interactive authentication gives no signature and the matching status")
@@ -242,7 +243,7 @@ struct ScriptedEnclaveTests {
             (.systemCancel, errSecUserCanceled), (.notInteractive, errSecInteractionNotAllowed),
         ]
         for (outcome, status) in cases {
-            let token = ScriptedToken()
+            let token = EmulatedSecureEnclave()
             let authenticator = CountingAuthenticator(outcome)
             try await withEnclave(token, authenticator: authenticator) {
                 let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access([.privateKeyUsage, .userPresence]))
@@ -251,7 +252,7 @@ struct ScriptedEnclaveTests {
                 #expect((error.map { $0 as NSError })?.code == Int(status))
                 #expect(authenticator.count == 1)
             }
-            #expect(token.signatures == 0, "\(outcome): the token was never asked to sign")
+            #expect(token.signatureCount == 0, "\(outcome): the token was never asked to sign")
         }
     }
 
@@ -259,7 +260,7 @@ struct ScriptedEnclaveTests {
     func reuseDuration() async throws {
         let authenticator = CountingAuthenticator(.success)
         let clock = ManualClock()
-        try await withEnclave(ScriptedToken(), authenticator: authenticator, clock: clock) {
+        try await withEnclave(EmulatedSecureEnclave(), authenticator: authenticator, clock: clock) {
             let context = LAContext()
             context.touchIDAuthenticationAllowableReuseDuration = 30
             let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access([.privateKeyUsage, .biometryAny]),
@@ -292,7 +293,7 @@ struct ScriptedEnclaveTests {
 
     @Test("An invalidated LAContext fails with errSecAuthFailed without asking; interactionNotAllowed fails with errSecInteractionNotAllowed without asking")
     func invalidatedAndNonInteractiveContexts() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         let authenticator = CountingAuthenticator(.success)
         try await withEnclave(token, authenticator: authenticator) {
             let context = LAContext()
@@ -311,13 +312,13 @@ struct ScriptedEnclaveTests {
             #expect(refused?.status == errSecInteractionNotAllowed)
             #expect(authenticator.count == 1)
         }
-        #expect(token.signatures == 2, "one signature and the load check, none refused reached the token")
+        #expect(token.signatureCount == 2, "one signature and the load check, none refused reached the token")
     }
 
     @Test("The access control survives dataRepresentation: a reloaded .userPresence key still asks before each signature")
     func accessControlRestored() async throws {
         let authenticator = CountingAuthenticator(.success)
-        try await withEnclave(ScriptedToken(), authenticator: authenticator) {
+        try await withEnclave(EmulatedSecureEnclave(), authenticator: authenticator) {
             let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access([.privateKeyUsage, .userPresence], kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly))
             let loaded = try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: key.dataRepresentation)
             #expect(authenticator.count == 0, "loading asks nothing")
@@ -331,7 +332,7 @@ struct ScriptedEnclaveTests {
     @Test("A .biometryCurrentSet key is unusable (errSecAuthFailed, no prompt) once the enrolled biometry changes")
     func biometryCurrentSet() async throws {
         let authenticator = CountingAuthenticator(.success, domainState: Data("enrolled: right index".utf8))
-        try await withEnclave(ScriptedToken(), authenticator: authenticator) {
+        try await withEnclave(EmulatedSecureEnclave(), authenticator: authenticator) {
             let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access([.privateKeyUsage, .biometryCurrentSet]))
             _ = try key.signature(for: message)
             #expect(authenticator.count == 1)
@@ -366,7 +367,7 @@ struct ScriptedEnclaveTests {
 
     @Test("Seed 000 with a Secure Enclave: the factory's provider is the Secure Enclave key, and its signatures verify")
     func seedEnclavePath() async throws {
-        let token = ScriptedToken()
+        let token = EmulatedSecureEnclave()
         try await withEnclave(token) {
             let signer = SigningKeyFactory.make()
             #expect(signer is SecureEnclaveSigningKey)
@@ -375,13 +376,13 @@ struct ScriptedEnclaveTests {
             let signature = try P256.Signing.ECDSASignature(derRepresentation: try signer.sign(data))
             #expect(publicKey.isValidSignature(signature, for: data))
         }
-        #expect(token.creates == 1 && token.signatures == 1)
+        #expect(token.createdKeyCount == 1 && token.signatureCount == 1)
     }
 
     @Test("App-style code (only Apple's modules imported): a .userPresence key asks per signature, and restores with an evaluated LAContext that covers its signatures")
     func appStyleCode() async throws {
         let authenticator = CountingAuthenticator(.success)
-        try await withEnclave(ScriptedToken(), authenticator: authenticator) {
+        try await withEnclave(EmulatedSecureEnclave(), authenticator: authenticator) {
             let key = try DeviceSigningKey()
             let publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey)
             let challenge = Data("challenge".utf8)
