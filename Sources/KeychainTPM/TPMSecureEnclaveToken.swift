@@ -6,8 +6,9 @@ import Synchronization
 /// The TPM 2.0 as the keychain's Secure Enclave: `kSecAttrTokenIDSecureEnclave` keys and CryptoKit's
 /// `SecureEnclave` keys live in it on Linux.
 ///
-/// The device is opened on first use and kept, ONE per TCTI configuration in the process: every token on the same TPM
-/// shares it. A TPM without a resource manager (swtpm, `/dev/tpm0`) has only a few object slots for everyone, and
+/// The device is opened on first use and kept while the token lives, ONE per TCTI configuration in the process:
+/// tokens on the same TPM alive at the same time share it (it closes, flushing what it holds, when the last of them
+/// goes). A TPM without a resource manager (swtpm, `/dev/tpm0`) has only a few object slots for everyone, and
 /// each open device keeps the primary storage key and its last key loaded; two devices of one process on one such
 /// TPM would already fill it (`TPM_RC_OBJECT_MEMORY`). What the device holds is flushed when the process exits.
 /// When the TPM goes away mid-way (``TPMError/Kind/connectionLost``) or
@@ -26,8 +27,16 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// The tctildr configuration (nil: tctildr's default, `/dev/tpmrm0`).
     public let tcti: String?
 
+    /// The device this token uses (kept alive by it).
+    private let device = Mutex<TPMDevice?>(nil)
+
+    /// A device some live token uses, held weakly.
+    private struct Shared: @unchecked Sendable {  // only read and written under `devices`' lock
+        weak var device: TPMDevice?
+    }
+
     /// The process's open devices, by TCTI configuration ("" for tctildr's default).
-    private static let devices = Mutex<[String: TPMDevice]>([:])
+    private static let devices = Mutex<[String: Shared]>([:])
 
     /// A token on the TPM at `tcti` (default: ``TPMDevice/defaultTCTI(environment:)``). Opens nothing yet.
     public init(tcti: String? = TPMDevice.defaultTCTI()) {
@@ -83,9 +92,10 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     // MARK: -
 
     private func opened() throws(EngineError) -> TPMDevice {
+        if let mine = device.withLock({ $0 }) { return mine }
         let key = tcti ?? ""
-        return try Self.devices.withLock { (devices: inout [String: TPMDevice]) throws(EngineError) -> TPMDevice in
-            if let current = devices[key] { return current }
+        let shared = try Self.devices.withLock { (devices: inout [String: Shared]) throws(EngineError) -> TPMDevice in
+            if let current = devices[key]?.device { return current }
             let made: TPMDevice
             do {
                 made = try TPMDevice(tcti: tcti)
@@ -94,8 +104,13 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
             } catch {
                 throw EngineError(Status.internalComponent, "\(error)")
             }
-            devices[key] = made
+            devices[key] = Shared(device: made)
             return made
+        }
+        return device.withLock { mine in
+            if let mine { return mine }
+            mine = shared
+            return shared
         }
     }
 
@@ -106,7 +121,8 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         } catch {
             if error.kind == .connectionLost || error.kind == .timedOut {
                 let key = tcti ?? ""
-                Self.devices.withLock { if $0[key] === tpm { $0[key] = nil } }
+                device.withLock { if $0 === tpm { $0 = nil } }
+                Self.devices.withLock { if $0[key]?.device === tpm { $0[key] = nil } }
             }
             throw Self.engineError(error, tcti: tcti)
         }
