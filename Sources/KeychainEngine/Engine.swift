@@ -19,8 +19,14 @@ public struct EngineConfiguration: Sendable {
     public var defaultAccessibility: Accessibility = .whenUnlocked
     /// Whether access-controlled items need an authentication. False plays a simulator, which returns them without one.
     public var enforcesAccessControl = true
-    /// Whether keys can be created in the Secure Enclave (`kSecAttrTokenIDSecureEnclave`).
-    public var secureEnclaveAvailable = false
+    /// Whether keys can be created in the Secure Enclave (`kSecAttrTokenIDSecureEnclave`), asked when such a key
+    /// item is added. Default: never. `KeychainServicesDefaults` makes engines that ask whether a token is configured.
+    public var secureEnclaveCheck: @Sendable () -> Bool = { false }
+    /// Whether keys can be created in the Secure Enclave now; setting it makes ``secureEnclaveCheck`` a constant.
+    public var secureEnclaveAvailable: Bool {
+        get { secureEnclaveCheck() }
+        set { secureEnclaveCheck = { newValue } }
+    }
     /// Whether the device has a passcode: `whenPasscodeSetThisDeviceOnly` items need one.
     public var passcodeSet = true
     /// The clock for creation and modification dates and authentication reuse.

@@ -119,15 +119,13 @@ public enum KeychainServicesDefaults {
     ///
     /// The engines this type made (``environmentEngine(_:)``, ``fileEngine(at:)``, ``useMemoryKeychain(configuration:)``
     /// and ``useSecretService(_:configuration:)`` without a configuration) follow: they accept Secure Enclave key
-    /// items (`EngineConfiguration.secureEnclaveAvailable`) while a token is configured.
+    /// items (`EngineConfiguration.secureEnclaveCheck`) while a token is configured.
     public static func useSecureEnclave(_ token: (any SecureEnclaveToken)?) {
         secureEnclave = token
-        guard let engine = state.current.engine, followers.current.contains(where: { $0.engine === engine }) else { return }
-        engine.configuration.secureEnclaveAvailable = token != nil
     }
 
-    /// The configuration of the engines this type makes: the default one, with `secureEnclaveAvailable` while a
-    /// Secure Enclave token is configured.
+    /// The configuration of the engines this type makes: the default one, whose `secureEnclaveCheck` asks whether a
+    /// Secure Enclave token is configured when a Secure Enclave key item is added.
     ///
     /// Decision: whether the device has a Secure Enclave is whether ``secureEnclave`` is set, not whether the TPM
     /// answers: opening a keychain never opens the TPM (that would block, and fail on machines without one, for
@@ -135,28 +133,14 @@ public enum KeychainServicesDefaults {
     /// errSecNotAvailable when it cannot), and a key of a token that is gone fails when it is used.
     public static func standardConfiguration() -> EngineConfiguration {
         var configuration = EngineConfiguration()
-        configuration.secureEnclaveAvailable = secureEnclave != nil
+        configuration.secureEnclaveCheck = { secureEnclave != nil }
         return configuration
     }
 
-    /// An engine made with ``standardConfiguration()``, which follows ``useSecureEnclave(_:)`` from now on.
+    /// An engine made with ``standardConfiguration()``.
     private static func followingEngine(_ storage: any KeychainStorage) -> KeychainEngine {
-        let engine = KeychainEngine(storage: storage, configuration: standardConfiguration(), authenticator: authenticator)
-        followers.withLock { list in
-            list.removeAll { $0.engine == nil }
-            list.append(WeakEngine(engine))
-        }
-        return engine
+        KeychainEngine(storage: storage, configuration: standardConfiguration(), authenticator: authenticator)
     }
-
-    /// A weak reference to an engine this type made.
-    private final class WeakEngine: @unchecked Sendable {
-        // @unchecked Sendable: written once, in init; a weak reference is read atomically by the runtime.
-        weak var engine: KeychainEngine?
-        init(_ engine: KeychainEngine) { self.engine = engine }
-    }
-
-    private static let followers = Locked<[WeakEngine]>([])
 
     private static let enclave = Locked<(any SecureEnclaveToken)?>(standardSecureEnclave())
 
