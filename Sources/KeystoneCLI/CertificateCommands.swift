@@ -31,8 +31,14 @@ struct ImportItems: ParsableCommand {
         was imported, the import fails with errSecDuplicateItem (exit 45). Not supported (errSecUnimplemented, \
         exit 252): encrypted PEM keys, wrapped keys (-w) and the other \
         formats of security's -f.
+
+        With --from SOURCE it imports passwords instead (see <doc:Importing> in Keystone's documentation): from \
+        keychain-swift, swift-keychain-wrapper, valet or keychain-access items in the keychain, secret-service[:COLLECTION], \
+        pass[:DIR], csv:FILE or json:FILE. One line per item (add, unchanged, skip (exists), replace; names only, never \
+        a secret) and a summary. Existing items are never overwritten without --replace; --dry-run changes nothing.
         """)
-    @Argument(help: "The file to import.") var file: String
+    @Argument(help: "The file to import (with --from: the source's file or directory, when not given in SOURCE).") var file: String?
+    @OptionGroup var passwords: ImportSourceOptions
     @Option(name: .customShort("k"), help: "Keychain to import into (default: the default keychain).") var keychain: String?
     @Option(name: .customShort("t"), help: "Item type: cert, priv, pub or agg (default: whatever the file holds).") var type: String?
     @Option(name: .customShort("f"), help: "Format: pemseq, x509, openssl, pkcs8 or pkcs12 (the rest: not supported).") var format: String?
@@ -44,6 +50,11 @@ struct ImportItems: ParsableCommand {
     @Flag(help: "Print the counts as JSON.") var json = false
 
     func validate() throws {
+        if passwords.from != nil {
+            guard type == nil, format == nil, passphrase == nil, !wrapped else { throw ValidationError("-t, -f, -P and -w import certificates and keys: not with --from") }
+            return
+        }
+        if file == nil { throw ValidationError("Missing expected argument '<file>' (or --from SOURCE)") }
         if let type, !["cert", "priv", "pub", "agg"].contains(type) {
             throw ValidationError("-t takes cert, priv, pub or agg (session keys are not supported)")
         }
@@ -52,6 +63,8 @@ struct ImportItems: ParsableCommand {
     }
 
     mutating func run() throws {
+        if passwords.from != nil { return try ImportFrom.run(passwords, file: file, keychainArgument: keychain) }
+        let file = self.file ?? ""
         let function = "SecKeychainItemImport"
         let lowerName = file.lowercased()
         let isPKCS12 = format == "pkcs12" || (format == nil && (lowerName.hasSuffix(".p12") || lowerName.hasSuffix(".pfx")))
