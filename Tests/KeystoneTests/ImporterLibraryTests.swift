@@ -68,7 +68,7 @@ struct ImporterLibraryTests {
 
         let dry = try keychain.importItems(from: source, options: ImportOptions(dryRun: true))
         #expect(dry.results.map(\.action) == [.add, .add])
-        #expect(dry.results.allSatisfy(\.movedOriginal))
+        #expect(dry.results.allSatisfy { $0.movedOriginal })
         #expect(try LegacyCount.serviceless(store) == 3)
 
         let report = try keychain.importItems(from: source)

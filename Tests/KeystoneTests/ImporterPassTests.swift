@@ -78,7 +78,7 @@ struct ImporterPassTests {
         let pass = try PassFixture()
         try pass.insert("web/github.com/work", "gh-pass\nlogin: alice@example.com\nurl: https://github.com\notpauth://totp/x?secret=ABC\n")
         try pass.insert("email", "mail-pass\n")
-        try pass.insert("servers/db/root", "db-pass\nuser: postgres\n")
+        try pass.insert("servers/db/root", "db-pass\nuser: postgres\nsome free text\nmore text\n")
         let source = PassImportSource(environment: pass.environment)
         #expect(try source.entries() == ["email", "servers/db/root", "web/github.com/work"])
         let store = InMemoryKeychain()
@@ -90,7 +90,8 @@ struct ImporterPassTests {
         #expect(try keychain.string(for: GenericPassword(service: "servers/db", account: "postgres")) == "db-pass")
         #expect(try keychain.attributes(for: GenericPassword(service: "web/github.com", account: "alice@example.com"))?.label == "pass: web/github.com/work")
         let github = try #require(report.results.first { $0.origin == "pass entry web/github.com/work" })
-        #expect(github.notes == ["field url", "1 more line"])
+        #expect(github.notes == ["field url", "field otpauth"])
+        #expect(report.results.first { $0.origin == "pass entry servers/db/root" }?.notes == ["2 more lines"])
         #expect(!report.description.contains("gh-pass") && !report.description.contains("ABC"))
     }
 

@@ -158,7 +158,7 @@ public struct ExportFileImportSource: ImportSource {
                                                 securityDomain: realm)
                 return .success(ImportCandidate(item: .internet(item), secret: Data(password.utf8), label: label, origin: origin, notes: notes))
             } catch {
-                return .failure(ImportProblem(.invalid, origin: origin, reason: error.reason))
+                return .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
             }
         }
         let service = name.isEmpty ? url : name
@@ -169,7 +169,7 @@ public struct ExportFileImportSource: ImportSource {
             let item = try GenericPassword(service: service, account: account)
             return .success(ImportCandidate(item: .generic(item), secret: Data(password.utf8), label: label, origin: origin, notes: notes))
         } catch {
-            return .failure(ImportProblem(.invalid, origin: origin, reason: error.reason))
+            return .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
         }
     }
 
@@ -225,7 +225,7 @@ public struct ExportFileImportSource: ImportSource {
                 return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown class '\(itemClass)': use genp or inet"))
             }
         } catch {
-            return .failure(ImportProblem(.invalid, origin: origin, reason: error.reason))
+            return .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
         }
         return .success(ImportCandidate(item: item, secret: secret, label: label.nilIfEmpty, comment: comment.nilIfEmpty,
                                         accessibility: accessibilityValue, synchronizable: synchronizable, origin: origin))

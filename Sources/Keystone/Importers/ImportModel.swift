@@ -88,7 +88,7 @@ public struct ImportCandidate: Sendable, CustomStringConvertible {
 }
 
 /// A source entry that does not become an item.
-public struct ImportProblem: Sendable, Hashable, CustomStringConvertible {
+public struct ImportProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// Why the entry is not imported.
     public enum Kind: Sendable, Hashable {
         /// The entry is broken (an empty service, a bad port, a pass entry gpg cannot decrypt, a duplicate of an

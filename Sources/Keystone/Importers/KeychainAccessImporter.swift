@@ -72,7 +72,7 @@ public struct KeychainAccessImportSource: ImportSource {
                                                                    authenticationType: authenticationType, port: port, path: path,
                                                                    accessGroup: legacy.accessGroup)))
                 } catch {
-                    item = .failure(ImportProblem(.invalid, origin: origin, reason: error.reason))
+                    item = .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
                 }
                 LegacyKeychainItems.candidate(legacy, as: item, origin: origin, into: &batch)
             }

@@ -77,7 +77,7 @@ enum LegacyKeychainItems {
         do {
             return .success(.generic(try GenericPassword(service: service, account: account, accessGroup: accessGroup)))
         } catch {
-            return .failure(ImportProblem(.invalid, origin: origin, reason: error.reason))
+            return .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
         }
     }
 

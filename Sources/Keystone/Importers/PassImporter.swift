@@ -78,8 +78,8 @@ public struct PassImportSource: ImportSource {
             let plaintext: Data
             switch try decrypt(directory.appendingPathComponent(entry + ".gpg"), gpg: gpg, options: extra) {
             case .success(let data): plaintext = data
-            case .failure(let reason):
-                batch.problems.append(ImportProblem(.invalid, origin: origin, reason: reason))
+            case .failure(let failure):
+                batch.problems.append(ImportProblem(.invalid, origin: origin, reason: failure.reason))
                 continue
             }
             switch Self.candidate(entry: entry, plaintext: plaintext, origin: origin) {
@@ -125,7 +125,7 @@ public struct PassImportSource: ImportSource {
             let item = try GenericPassword(service: service, account: account)
             return .success(ImportCandidate(item: .generic(item), secret: Data(password.utf8), label: "pass: \(entry)", origin: origin, notes: notes))
         } catch {
-            return .failure(ImportProblem(.invalid, origin: origin, reason: error.reason))
+            return .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
         }
     }
 
@@ -151,8 +151,13 @@ public struct PassImportSource: ImportSource {
         return options.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
     }
 
+    /// Why gpg could not decrypt an entry (never the plaintext).
+    struct DecryptionFailure: Error {
+        var reason: String
+    }
+
     /// Runs gpg on `file`: the plaintext, or why it failed (never the plaintext).
-    func decrypt(_ file: URL, gpg: String, options: [String]) throws -> Result<Data, String> {
+    func decrypt(_ file: URL, gpg: String, options: [String]) throws -> Result<Data, DecryptionFailure> {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: gpg)
         process.arguments = options + ["--batch", "--quiet", "--decrypt", file.path]
@@ -172,8 +177,8 @@ public struct PassImportSource: ImportSource {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let last = String(decoding: messages, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
-            return .failure("gpg could not decrypt it (exit \(process.terminationStatus))" + (last.isEmpty ? "" : ": \(last)")
-                            + ". Check that its key is in GNUPGHOME and unlocked")
+            return .failure(DecryptionFailure(reason: "gpg could not decrypt it (exit \(process.terminationStatus))" + (last.isEmpty ? "" : ": \(last)")
+                            + ". Check that its key is in GNUPGHOME and unlocked"))
         }
         return .success(plaintext)
     }

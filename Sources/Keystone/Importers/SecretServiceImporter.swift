@@ -65,7 +65,7 @@ public struct SecretServiceImportSource: ImportSource {
                 let item = try GenericPassword(service: service, account: account)
                 batch.candidates.append(ImportCandidate(item: .generic(item), secret: secret, label: entry.label.nilIfEmpty, origin: origin))
             } catch {
-                batch.problems.append(ImportProblem(.invalid, origin: origin, reason: error.reason))
+                batch.problems.append(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
             }
         }
         return batch
