@@ -37,6 +37,7 @@ struct MigrationFreshInstallTests {
         #expect(deleted.count == 3)
         #expect(Set(deleted.map(\.account)) == ["a", "synced"])
         #expect(marker.exists && marker.writeCount == 1)
+        #expect(!memory.calls.contains { $0.readsSecret })
         #expect(try !keychain.exists(app) && !keychain.exists(appServer))
         #expect(try keychain.string(for: other) == "keep" && keychain.string(for: otherServer) == "keep")
         #expect(memory.itemCount == 2)
@@ -45,7 +46,6 @@ struct MigrationFreshInstallTests {
             #expect(call.query[Key.class] != nil)
             #expect(call.query[Key.service] == .string("com.example.app") || call.query[Key.server] == .string("api.example.com"))
         }
-        #expect(!memory.calls.contains { $0.readsSecret })
 
         try keychain.save("new", for: app)
         memory.clearCalls()
