@@ -142,5 +142,14 @@ struct MigrationCrashTests {
         #expect(rerun.lines == ["app 0", "other 1", "inet 1", "marker no", "result wiped 0 items",
                                 "app 0", "other 1", "inet 1", "marker yes", "result notFresh"])
     }
+
+    @Test("The UserDefaults install marker is absent, then written and synchronized: another process sees it")
+    func userDefaultsMarker() throws {
+        let sandbox = try Sandbox()
+        let first = try sandbox.run(["ud-marker", "ud-marker-write", "ud-marker"])
+        #expect(first.lines == ["udmarker no", "udmarker yes"], "\(first.lines)")
+        let second = try sandbox.run(["ud-marker"])
+        #expect(second.lines == ["udmarker yes"], "\(second.lines)")
+    }
 }
 #endif

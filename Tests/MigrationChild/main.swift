@@ -13,6 +13,8 @@
 //   fresh-setup      create the keychain file with the app's items and others
 //   fresh[:kill]     wipe if fresh ($MIG_MARKER is the marker file); with :kill die by SIGKILL when writing the marker
 //   fresh-inspect    print "app N", "other N", "inet N", "marker yes|no"
+//   ud-marker        print "udmarker yes|no": the UserDefaults install marker in $MIG_SUITE
+//   ud-marker-write  write that marker
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -147,6 +149,10 @@ do {
             emit("other \(try keychain.accounts(service: "com.example.other").count)")
             emit("inet \(try count(keychain, InternetPassword(server: app, account: "a")))")
             emit("marker \(FileManager.default.fileExists(atPath: environment("MIG_MARKER")) ? "yes" : "no")")
+        case "ud-marker":
+            emit("udmarker \(try UserDefaultsInstallMarker(suiteName: environment("MIG_SUITE")).markerExists() ? "yes" : "no")")
+        case "ud-marker-write":
+            try UserDefaultsInstallMarker(suiteName: environment("MIG_SUITE")).writeMarker()
         default:
             fail("unknown command \(command)")
         }

@@ -87,6 +87,10 @@ extension Keychain {
     ///   (which would widen a delete), before anything is read or deleted.
     /// - Important: Use ``FileInstallMarker`` (or a store as durable): a `UserDefaults` marker can read as absent
     ///   before the first unlock, which would wipe the items of a user who never reinstalled.
+    /// - Important: Adopting this in an app already shipped: every existing user has no marker yet and would be
+    ///   wiped once. Before the first call, write the marker yourself (`marker.writeMarker()`) when the app's own
+    ///   data shows an existing install (a file only a launched app writes, a defaults key read after the first
+    ///   unlock).
     public func wipeIfFreshInstall(_ scope: FreshInstallScope, marker: some InstallMarkerStore) throws(KeychainError) -> FreshInstallResult {
         let queries = try scope.targets.map { target throws(KeychainError) in try wipeQuery(target) }
         do {
