@@ -186,6 +186,11 @@ let package = Package(
 
         // A child process for the keychain file's crash and multi-process tests.
         .executableTarget(name: "KeychainFileStress", dependencies: ["KeychainEngine", "KeychainFile"], path: "Tests/KeychainFileStress", swiftSettings: settings),
+        // A child process for the migration crash tests: a defaults migration or a fresh-install wipe against a keychain
+        // file and real UserDefaults, killed with SIGKILL at a given step.
+        .executableTarget(name: "MigrationChild", dependencies: [
+            "Keystone", "KeychainEngine", .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/MigrationChild", swiftSettings: settings),
 
         // Speed and memory against baselines measured in the same run.
         .executableTarget(name: "KeystoneBenchmarks", dependencies: [

@@ -1,0 +1,157 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where ``Keychain/wipeIfFreshInstall(_:marker:)`` records that this install has already run.
+///
+/// The marker must be gone exactly when the app's data is gone (an uninstall) and survive everything Apple's
+/// keychain survives: app updates, reboots, backup and restore, and a launch before the first unlock (iOS
+/// prewarming). ``FileInstallMarker`` is the recommended store; `KeystoneTesting` has an in-memory one.
+///
+/// - Important: A marker that cannot be read now must throw, never answer "absent": "absent" wipes the app's
+///   keychain items.
+public protocol InstallMarkerStore: Sendable {
+    /// Whether the marker is there.
+    ///
+    /// - Throws: ``KeychainError`` when it cannot be told now (the wipe is then deferred).
+    func markerExists() throws(KeychainError) -> Bool
+    /// Records the marker, whole or not at all.
+    ///
+    /// - Throws: ``KeychainError`` when it could not be written.
+    func writeMarker() throws(KeychainError)
+}
+
+/// The install marker as a small file in the app's own data directory: the recommended ``InstallMarkerStore``.
+///
+/// - On Apple platforms: `Application Support/<name>` in the app's container, written with no file protection
+///   (`FileProtectionType.none`), so it can be read before the first unlock. The container goes with an
+///   uninstall and stays through updates, reboots and backup/restore, as the keychain's items do.
+/// - On Linux: `$XDG_DATA_HOME/<name>` (`~/.local/share/<name>`), the directory 0700 and the file 0600.
+///
+/// The file's existence is the marker; it is written to a temporary name and renamed, so it is never partial.
+/// Only "no such file" reads as absent: any other failure (a directory that cannot be searched) throws.
+public struct FileInstallMarker: InstallMarkerStore {
+    /// The marker file.
+    public let url: URL
+
+    /// A marker at `url` (its directory is created when the marker is written).
+    public init(url: URL) { self.url = url }
+
+    /// The marker named `name` in the app's data directory: Application Support on Apple platforms,
+    /// `$XDG_DATA_HOME/<appIdentifier>/` (default `~/.local/share/<appIdentifier>/`) elsewhere.
+    ///
+    /// - Parameters:
+    ///   - appIdentifier: the app's reverse-DNS name; on Linux the directory under `$XDG_DATA_HOME`.
+    ///   - name: the file name. Default `"keystone-install-marker"`.
+    /// - Throws: ``KeychainError/invalidItem`` for an empty identifier or name, or one with a `/`.
+    public init(appIdentifier: String, name: String = "keystone-install-marker") throws(KeychainError) {
+        guard !appIdentifier.isEmpty, !name.isEmpty, !appIdentifier.contains("/"), !name.contains("/"), name != "..", appIdentifier != ".." else {
+            throw KeychainError(code: .invalidItem, reason: "the app identifier and marker name must be non-empty file names")
+        }
+        url = Self.dataDirectory(appIdentifier: appIdentifier).appendingPathComponent(name)
+    }
+
+    static func dataDirectory(appIdentifier: String) -> URL {
+        #if canImport(Darwin)
+        // The app's container on iOS; on macOS Application Support is shared, so the app's own folder.
+        let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? URL(fileURLWithPath: NSHomeDirectory()).appendingPathComponent("Library/Application Support")
+        return base.appendingPathComponent(appIdentifier, isDirectory: true)
+        #else
+        let environment = ProcessInfo.processInfo.environment
+        let base: URL
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            base = URL(fileURLWithPath: xdg, isDirectory: true)
+        } else {
+            base = URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory(), isDirectory: true).appendingPathComponent(".local/share")
+        }
+        return base.appendingPathComponent(appIdentifier, isDirectory: true)
+        #endif
+    }
+
+    /// Whether the marker file exists.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) when the file's existence cannot be told (`stat` fails
+    ///   with anything but "no such file").
+    public func markerExists() throws(KeychainError) -> Bool {
+        var info = stat()
+        if stat(url.path, &info) == 0 { return true }
+        let code = errno
+        if code == ENOENT { return false }
+        throw KeychainError(status: Status.io, reason: "the install marker cannot be checked (errno \(code)): the fresh-install wipe is deferred")
+    }
+
+    /// Writes the marker file (0600, in a 0700 directory), atomically: a temporary file renamed into place.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) when it could not be written.
+    public func writeMarker() throws(KeychainError) {
+        let directory = url.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
+            let contents = Data("keystone install marker 1\n".utf8)
+            #if canImport(Darwin)
+            // Readable before the first unlock (prewarming): the marker holds nothing secret.
+            try contents.write(to: temporary, options: [.withoutOverwriting, .noFileProtection])
+            #else
+            guard FileManager.default.createFile(atPath: temporary.path, contents: contents, attributes: [.posixPermissions: 0o600]) else {
+                throw KeychainError(status: Status.io, reason: "the install marker could not be created")
+            }
+            #endif
+            defer { try? FileManager.default.removeItem(at: temporary) }
+            guard rename(temporary.path, url.path) == 0 else {
+                throw KeychainError(status: Status.io, reason: "the install marker could not be renamed into place (errno \(errno))")
+            }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(status: Status.io, reason: "the install marker could not be written (\(type(of: error)))")
+        }
+    }
+}
+
+/// The install marker as a `UserDefaults` key: opt-in, with a caveat.
+///
+/// - Important: Before the first unlock (an iOS app prewarmed at boot) `UserDefaults` can read as empty: the
+///   marker then looks absent and the app's keychain items would be wiped. Use it only in an app that is never
+///   launched before the first unlock (macOS, Linux), or prefer ``FileInstallMarker``. The defaults also
+///   survive less than the keychain on some paths (a "reset settings" feature of the app). On Linux
+///   (swift-corelibs-foundation) the marker is persisted by `synchronize()`, which ``writeMarker()`` calls.
+public struct UserDefaultsInstallMarker: InstallMarkerStore {
+    /// The suite; nil for `UserDefaults.standard`.
+    public let suiteName: String?
+    /// The key.
+    public let key: String
+
+    /// A marker under `key` in the suite `suiteName` (nil for the standard defaults).
+    public init(suiteName: String? = nil, key: String = "com.keystone.installMarker") {
+        self.suiteName = suiteName
+        self.key = key
+    }
+
+    private func defaults() throws(KeychainError) -> UserDefaults {
+        guard let suiteName else { return .standard }
+        guard let defaults = UserDefaults(suiteName: suiteName) else {
+            throw KeychainError(code: .invalidItem, reason: "the defaults suite '\(suiteName)' cannot be opened")
+        }
+        return defaults
+    }
+
+    /// Whether the key holds a value.
+    ///
+    /// - Throws: ``KeychainError/invalidItem`` when the suite cannot be opened.
+    public func markerExists() throws(KeychainError) -> Bool { try defaults().object(forKey: key) != nil }
+
+    /// Sets the key and synchronizes.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) when the defaults could not be synchronized.
+    public func writeMarker() throws(KeychainError) {
+        let defaults = try defaults()
+        defaults.set(true, forKey: key)
+        guard defaults.synchronize() else { throw KeychainError(status: Status.io, reason: "the defaults could not be synchronized") }
+    }
+}
