@@ -737,6 +737,9 @@ public final class KeychainEngine: Sendable {
     /// The attributes a query asks for, with the implicit `sync` Apple's server adds.
     private static func wanted(_ q: ParsedQuery) -> [String: AttributeValue] {
         var wanted = q.attributes
+        // kSecAttrAccessible in a search matches the item's protection class, as on Apple's keychain (pdmn is a
+        // column like any other): what lets a caller list the items of one class while another class is locked.
+        if let accessibility = q.accessibility { wanted[Key.accessible] = .string(accessibility.rawValue) }
         switch q.sync {
         // Apple's server adds sync = false to a query without kSecAttrSynchronizable, unless it names a
         // persistent reference (SecDbQuery.c, query_create_with_limit).

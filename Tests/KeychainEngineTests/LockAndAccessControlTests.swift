@@ -52,6 +52,22 @@ struct LockStateTests {
         #expect(try f.engine.secretString(genp("svc", "ui")) == "s-ui")
     }
 
+    @Test("a search naming kSecAttrAccessible matches only that class, so the available class lists while another is locked")
+    func searchByAccessibility() throws {
+        let f = Fixture()
+        try f.engine.add(item("bg", .afterFirstUnlock))
+        try f.engine.add(item("ui", .whenUnlocked))
+        let attributes: KeychainQuery = [Key.returnAttributes: .bool(true), Key.matchLimit: .string(Key.matchLimitAll)]
+        f.storage.lockState = .lockedAfterFirstUnlock
+        #expect(status { _ = try f.engine.copyMatching(genp("svc", nil, attributes)) } == Status.interactionNotAllowed)
+        let background = try f.engine.copyMatching(genp("svc", nil, attributes.merging([Key.accessible: .string(Accessibility.afterFirstUnlock.rawValue)]) { $1 }))
+        guard case .array(let rows)? = background else { Issue.record("expected an array, got \(String(describing: background))"); return }
+        #expect(rows.count == 1)
+        // A class with no item of the service is not found, not locked.
+        #expect(status { _ = try f.engine.copyMatching(genp("svc", nil, attributes.merging([Key.accessible: .string(Accessibility.alwaysThisDeviceOnly.rawValue)]) { $1 })) } == Status.itemNotFound)
+        #expect(status { _ = try f.engine.copyMatching(genp("svc", nil, attributes.merging([Key.accessible: .string(Accessibility.whenUnlocked.rawValue)]) { $1 })) } == Status.interactionNotAllowed)
+    }
+
     @Test("adding an item whose class is unavailable fails while locked; always items can be added")
     func addWhileLocked() throws {
         let f = Fixture()
