@@ -166,6 +166,8 @@ let package = Package(
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
+            // `seal` / `unseal`: Keystone's protected files.
+            "Keystone",
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
             // `create-keychain --tpm` and doctor's TPM section.
