@@ -81,7 +81,7 @@ func runProtectedFileBenchmarks(_ arguments: [String]) -> Int32 {
         // Peak memory in fresh child processes.
         func child(_ mode: String) throws -> Int {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             process.arguments = ["files", "--child", mode, work.path]
             let pipe = Pipe()
             process.standardOutput = pipe

@@ -59,7 +59,7 @@ compile "the stand-in CryptoKit" -emit-module -module-name CryptoKit -emit-modul
 compile KeychainServices -emit-module -module-name KeychainServices -emit-module-path "$out/KeychainServices.swiftmodule" \
     -I "$sdk" Sources/KeychainServices/*.swift
 compile Keystone -emit-module -module-name Keystone -emit-module-path "$out/Keystone.swiftmodule" \
-    -I "$sdk" -I "$out" -I "$modules" Sources/Keystone/*.swift
+    -I "$sdk" -I "$out" -I "$modules" Sources/Keystone/*.swift Sources/Keystone/ProtectedFiles/*.swift
 compile KeystoneTesting -typecheck -module-name KeystoneTesting \
     -I "$sdk" -I "$out" -I "$modules" Sources/KeystoneTesting/*.swift
 compile AppleStyleKeychain -typecheck -module-name AppleStyleKeychain \

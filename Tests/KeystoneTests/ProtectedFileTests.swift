@@ -269,7 +269,7 @@ struct ProtectedFileTests {
                       (.completeUntilFirstUserAuthentication, .afterFirstUnlockThisDeviceOnly)])
     func classKeys(protection: FileProtection, accessibility: Accessibility) throws {
         let memory = InMemoryKeychain()
-        let keychain = Keychain(store: memory, options: ItemOptions(accessibility: .always, synchronizable: true))
+        let keychain = Keychain(store: memory, options: ItemOptions(accessibility: .afterFirstUnlock, synchronizable: true))
         let files = try ProtectedFiles(keychain: keychain, service: "com.example.files")
         let scratch = try ScratchDirectory()
         try files.write(Data("1".utf8), to: scratch.file("a"), protection: protection)
@@ -284,8 +284,6 @@ struct ProtectedFileTests {
     @Test("files are 0600 from creation: the temporary file mid-write and the final file")
     func mode0600() throws {
         let f = try ProtectedFileFixture()
-        let old = umask(0)
-        defer { umask(old) }
         let url = f.scratch.file("m")
         var temporaryModes: [Int] = []
         var sent = 0

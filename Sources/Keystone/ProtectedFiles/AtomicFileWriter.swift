@@ -30,29 +30,28 @@ final class AtomicFileWriter {
     /// - Throws: ``KeychainError`` with `errSecIO` (-36) or `errSecWrPerm` (-61) when the file cannot be created.
     init(target: URL, beforeFirstWrite: ((String) throws -> Void)? = nil) throws {
         self.target = target
-        let directory = target.deletingLastPathComponent().path
-        var attempt = 0
-        while true {
-            let name = ".\(target.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp"
-            let path = (directory as NSString).appendingPathComponent(name)
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 {
-                descriptor = fd
-                temporaryPath = path
-                break
-            }
-            let code = errno
-            attempt += 1
-            if code != EEXIST || attempt >= 8 {
-                throw FileIO.error(code, "could not create a temporary file next to \(target.path)")
-            }
-        }
+        (descriptor, temporaryPath) = try Self.createTemporary(next: target)
         if let beforeFirstWrite {
             do { try beforeFirstWrite(temporaryPath) } catch { abandon(); throw error }
         }
     }
 
     deinit { abandon() }
+
+    /// Creates `.<name>.<random>.tmp` next to `target` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600; another random
+    /// name when one exists (a planted file or symlink), at most 8 tries.
+    private static func createTemporary(next target: URL) throws -> (Int32, String) {
+        let directory = target.deletingLastPathComponent().path
+        for _ in 0..<8 {
+            let name = ".\(target.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp"
+            let path = (directory as NSString).appendingPathComponent(name)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 { return (fd, path) }
+            let code = errno
+            if code != EEXIST { throw FileIO.error(code, "could not create a temporary file next to \(target.path)") }
+        }
+        throw KeychainError(status: Status.io, reason: "could not create a temporary file next to \(target.path): every name tried exists")
+    }
 
     /// Writes all of `bytes`.
     ///
