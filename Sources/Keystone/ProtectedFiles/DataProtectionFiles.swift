@@ -100,10 +100,12 @@ extension ProtectedFiles {
         do { attributes = try FileManager.default.attributesOfItem(atPath: url.path) } catch {
             throw KeychainError(status: Status.itemNotFound, reason: "there is no protected file at \(url.path)")
         }
-        switch attributes[.protectionKey] as? FileProtectionType {
-        case .complete?: return .complete
-        case .completeUnlessOpen?: return .completeUnlessOpen
-        case .completeUntilFirstUserAuthentication?: return .completeUntilFirstUserAuthentication
+        // Compared by raw value (FileProtectionType's string): the same on every SDK.
+        let stored = (attributes[.protectionKey] as? FileProtectionType)?.rawValue
+        switch stored {
+        case FileProtectionType.complete.rawValue?: return .complete
+        case FileProtectionType.completeUnlessOpen.rawValue?: return .completeUnlessOpen
+        case FileProtectionType.completeUntilFirstUserAuthentication.rawValue?: return .completeUntilFirstUserAuthentication
         default:
             throw KeychainError(status: Status.decode, reason: "\(url.path) has no Data Protection class Keystone writes")
         }
