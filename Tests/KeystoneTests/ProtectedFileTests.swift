@@ -369,3 +369,16 @@ struct ProtectedFileTests {
         #expect(throws: KeychainError.invalidItem) { try ProtectedFiles(keychain: Keychain(store: InMemoryKeychain()), service: "") }
     }
 }
+
+@Suite("Protected files: async forms")
+struct ProtectedFileAsyncTests {
+    @Test("the async forms write, read and report a locked keychain as the synchronous ones do")
+    func asyncForms() async throws {
+        let f = try ProtectedFileFixture()
+        let url = f.scratch.file("async")
+        try await f.files.write(Data("async".utf8), to: url)
+        #expect(try await f.files.read(at: url) == Data("async".utf8))
+        f.memory.lockState = .locked
+        await #expect(throws: KeychainError.interactionNotAllowed) { try await f.files.read(at: url) }
+    }
+}
