@@ -214,8 +214,14 @@ final class ChunkSealer {
             try AES.GCM.seal(UnsafeRawBufferPointer(rebasing: bytes[0..<filled]), using: key, nonce: SealedFile.nonce(index),
                              authenticating: SealedFile.aad(headerHash: headerHash, index: index, final: final))
         }
-        try writer.write(box.ciphertext)
-        try writer.write(box.tag)
+        // One write per chunk: the combined box is nonce || ciphertext || tag, and the nonce is not stored (it is the
+        // chunk's index).
+        if let combined = box.combined {
+            try writer.write(combined.dropFirst(12))
+        } else {
+            try writer.write(box.ciphertext)
+            try writer.write(box.tag)
+        }
         index += 1
         filled = 0
     }
