@@ -9,7 +9,8 @@ import KeystoneTesting
 // - baseline: swift-crypto's `AES.GCM.seal` of the same N MB held in memory (one call), and `AES.GCM.open` of it;
 // - Keystone seal: `ProtectedFiles.write(contentsOf:to:)`, file to file, streaming in 64 KiB chunks, including the
 //   atomic replace (temporary file, fsync, rename, directory fsync);
-// - Keystone unseal: `ProtectedFiles.read(at:to:)`, file to file, the same way.
+// - Keystone unseal: `ProtectedFiles.read(at:to:)`, file to file, the same way;
+// - the I/O floor: a plain copy of the file in 64 KiB pieces with fsync, no crypto (what the disk alone costs).
 // Rounds interleave the three; each keeps its best and median. Throughput is MB/s of plaintext (1 MB = 10^6 bytes);
 // the ratio is Keystone's median over the in-memory baseline's median (goal: at least 0.8).
 // Peak memory: the benchmark re-executes itself (`files --child idle|stream DIR`), so the peak is a fresh process's
