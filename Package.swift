@@ -166,7 +166,7 @@ let package = Package(
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
-            // `import --from`: Keystone's importers (other libraries' layouts, pass, CSV/JSON exports, the Secret Service).
+            // `import --from`, `seal` / `unseal`: Keystone's importers and protected files.
             "Keystone",
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),

@@ -9,6 +9,7 @@ import KeychainEngine
 // against raw ESAPI and tpm2_sign on a private swtpm (TPMBenchmarks.swift).
 
 if runFileChild(CommandLine.arguments) { exit(0) }
+if CommandLine.arguments.dropFirst().first == "files" { exit(runProtectedFileBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
 if CommandLine.arguments.dropFirst().first == "tpm" {
     guard let options = TPMBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runTPMBenchmarks(options))

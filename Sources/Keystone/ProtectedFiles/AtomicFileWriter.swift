@@ -1,0 +1,155 @@
+import Foundation
+
+// Atomic replace of a file, and the POSIX file I/O under protected files (shared by the sealed format and the
+// Data Protection path).
+//
+// The new content goes to a temporary file in the target's directory, created with O_CREAT|O_EXCL|O_NOFOLLOW and
+// mode 0600 in the same open(2) (never chmod'ed afterwards, so it is never readable by others, not even for an
+// instant); it is written, fsync'ed, renamed over the target, and the directory is fsync'ed. Until the rename the
+// target is untouched: any failure removes the temporary file and leaves the old target as it was.
+//
+// Decisions on planted symlinks:
+// - At the temporary path: O_EXCL|O_NOFOLLOW refuses any existing name (a symlink included), so nothing is ever
+//   written through it; the writer tries another random name (a few times), then fails with errSecIO.
+// - At the target path: rename(2) replaces the directory entry itself, never what a symlink points to. A symlink at
+//   the target is therefore replaced by the new regular file and its destination is left unchanged.
+
+/// A file opened for writing under a temporary name, renamed over its target by ``commit()``.
+final class AtomicFileWriter {
+    /// The final path.
+    let target: URL
+    /// The temporary path, in the target's directory.
+    let temporaryPath: String
+    private var descriptor: Int32
+    private var committed = false
+
+    /// Creates the temporary file next to `target`, mode 0600 from creation.
+    ///
+    /// - Parameter beforeFirstWrite: runs on the new, empty temporary file before any byte is written (the Data
+    ///   Protection path sets the protection class there). A throw removes the temporary file.
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) or `errSecWrPerm` (-61) when the file cannot be created.
+    init(target: URL, beforeFirstWrite: ((String) throws -> Void)? = nil) throws {
+        self.target = target
+        (descriptor, temporaryPath) = try Self.createTemporary(next: target)
+        if let beforeFirstWrite {
+            do { try beforeFirstWrite(temporaryPath) } catch { abandon(); throw error }
+        }
+    }
+
+    deinit { abandon() }
+
+    /// Creates `.<name>.<random>.tmp` next to `target` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600; another random
+    /// name when one exists (a planted file or symlink), at most 8 tries.
+    private static func createTemporary(next target: URL) throws -> (Int32, String) {
+        let directory = target.deletingLastPathComponent().path
+        for _ in 0..<8 {
+            let name = ".\(target.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp"
+            let path = (directory as NSString).appendingPathComponent(name)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 { return (fd, path) }
+            let code = errno
+            if code != EEXIST { throw FileIO.error(code, "could not create a temporary file next to \(target.path)") }
+        }
+        throw KeychainError(status: Status.io, reason: "could not create a temporary file next to \(target.path): every name tried exists")
+    }
+
+    /// Writes all of `bytes`.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) or `errSecDiskFull` (-34).
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try FileIO.writeAll(descriptor, bytes, path: target.path)
+    }
+
+    /// Writes all of `data`.
+    func write(_ data: Data) throws {
+        try data.withUnsafeBytes { try write($0) }
+    }
+
+    /// Flushes the temporary file, renames it over the target and flushes the directory.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36); the target is then untouched (unless only the directory
+    ///   flush failed, after the rename).
+    func commit() throws {
+        guard fsync(descriptor) == 0 else {
+            let code = errno
+            abandon()
+            throw FileIO.error(code, "could not flush \(target.path)")
+        }
+        close(descriptor)
+        descriptor = -1
+        guard rename(temporaryPath, target.path) == 0 else {
+            let code = errno
+            unlink(temporaryPath)
+            committed = true
+            throw FileIO.error(code, "could not move the new file over \(target.path)")
+        }
+        committed = true
+        FileIO.syncDirectory(of: target)
+    }
+
+    /// Closes and removes the temporary file; the target is untouched.
+    func abandon() {
+        if descriptor >= 0 { close(descriptor); descriptor = -1 }
+        if !committed { unlink(temporaryPath); committed = true }
+    }
+}
+
+/// Plain POSIX reads and writes with errors as ``KeychainError``.
+enum FileIO {
+    /// A ``KeychainError`` for `errno` `code`: errSecDiskFull, errSecWrPerm, errSecItemNotFound or errSecIO.
+    static func error(_ code: Int32, _ what: String) -> KeychainError {
+        let status: Int32
+        switch code {
+        case ENOSPC, EDQUOT: status = Status.diskFull
+        case EACCES, EPERM, EROFS: status = Status.wrPerm
+        case ENOENT, ENOTDIR: status = Status.itemNotFound
+        default: status = Status.io
+        }
+        let reason = String(cString: strerror(code))
+        return KeychainError(status: status, reason: "\(what): \(reason)")
+    }
+
+    /// Opens `url` for reading (following no symlink at the last component is not required for reads).
+    static func openForReading(_ url: URL, what: String) throws -> Int32 {
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw error(errno, "could not open \(what) \(url.path)") }
+        return fd
+    }
+
+    /// Writes all of `bytes` to `fd`, retrying on EINTR and short writes.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw error(errno, "could not write \(path)")
+            }
+            offset += written
+        }
+    }
+
+    /// Reads up to `buffer.count` bytes, fewer only at the end of the file. Returns the count read.
+    static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
+        var offset = 0
+        while offset < buffer.count {
+            let count = read(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw error(errno, "could not read \(path)")
+            }
+            if count == 0 { break }
+            offset += count
+        }
+        return offset
+    }
+
+    /// Flushes the directory holding `url`, so a rename in it survives a crash. Best effort: a directory that cannot
+    /// be opened for reading (some file systems) keeps the rename the file system made.
+    static func syncDirectory(of url: URL) {
+        let fd = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+}
