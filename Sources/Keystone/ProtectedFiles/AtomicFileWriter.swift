@@ -22,6 +22,8 @@ final class AtomicFileWriter {
     let temporaryPath: String
     private var descriptor: Int32
     private var committed = false
+    /// Set by ``writeInBackground()``: writes are queued to a thread of their own.
+    private var background: BackgroundWriter?
 
     /// Creates the temporary file next to `target`, mode 0600 from creation.
     ///
@@ -53,16 +55,25 @@ final class AtomicFileWriter {
         throw KeychainError(status: Status.io, reason: "could not create a temporary file next to \(target.path): every name tried exists")
     }
 
-    /// Writes all of `bytes`.
+    /// From now on, writes are queued to a ``BackgroundWriter`` (a thread of its own that also flushes every few
+    /// megabytes), so the disk works while the caller prepares the next bytes. ``commit()`` waits for it.
+    func writeInBackground() {
+        guard background == nil, descriptor >= 0 else { return }
+        background = BackgroundWriter(descriptor: descriptor, path: target.path)
+    }
+
+    /// Writes all of `bytes` (queued, in background mode: a failure is then thrown by a later write or by ``commit()``).
     ///
     /// - Throws: ``KeychainError`` with `errSecIO` (-36) or `errSecDiskFull` (-34).
     func write(_ bytes: UnsafeRawBufferPointer) throws {
+        if let background { return try background.enqueue(Data(bytes)) }
         try FileIO.writeAll(descriptor, bytes, path: target.path)
     }
 
     /// Writes all of `data`.
     func write(_ data: Data) throws {
-        try data.withUnsafeBytes { try write($0) }
+        if let background { return try background.enqueue(data) }
+        try data.withUnsafeBytes { try FileIO.writeAll(descriptor, $0, path: target.path) }
     }
 
     /// Flushes the temporary file, renames it over the target and flushes the directory.
@@ -70,6 +81,10 @@ final class AtomicFileWriter {
     /// - Throws: ``KeychainError`` with `errSecIO` (-36); the target is then untouched (unless only the directory
     ///   flush failed, after the rename).
     func commit() throws {
+        if let background {
+            self.background = nil
+            do { try background.finish() } catch { abandon(); throw error }
+        }
         guard fsync(descriptor) == 0 else {
             let code = errno
             abandon()
@@ -89,6 +104,7 @@ final class AtomicFileWriter {
 
     /// Closes and removes the temporary file; the target is untouched.
     func abandon() {
+        if let background { self.background = nil; background.cancel() }
         if descriptor >= 0 { close(descriptor); descriptor = -1 }
         if !committed { unlink(temporaryPath); committed = true }
     }

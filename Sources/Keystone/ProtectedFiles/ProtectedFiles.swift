@@ -179,6 +179,7 @@ public struct ProtectedFiles: Sendable {
     /// - Throws: as ``read(at:)``; then nothing was created at `destination` and a previous file there is untouched.
     public func read(at url: URL, to destination: URL) throws {
         let writer = try AtomicFileWriter(target: destination)
+        writer.writeInBackground()
         do {
             try read(at: url) { try writer.write($0) }
             try writer.commit()

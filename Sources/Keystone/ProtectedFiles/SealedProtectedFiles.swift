@@ -32,6 +32,11 @@ extension ProtectedFiles {
                                 reason: "the \(protection.rawValue) class key cannot be used while the keychain is locked; \(url.path) was not written. Try again after the unlock")
         }
         let writer = try AtomicFileWriter(target: url)
+        // A stream (or a large buffer) is written by a thread of its own while the next chunks are sealed.
+        switch source {
+        case .bytes(let data) where data.count < 1 << 20: break
+        default: writer.writeInBackground()
+        }
         do {
             let sealer = try ChunkSealer(key: fileKey, header: header.encoded, chunkSize: chunkSize, writer: writer)
             switch source {
