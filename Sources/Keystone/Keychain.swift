@@ -250,7 +250,17 @@ public struct Keychain: Sendable {
     /// - Throws: ``KeychainError/invalidItem`` for an empty service; ``KeychainError`` with
     ///   `errSecInteractionNotAllowed` (locked), `errSecMissingEntitlement`.
     public func accounts(service: String, accessGroup: String? = nil) throws -> [ItemAttributes] {
-        var query = try serviceQuery(service, accessGroup: accessGroup)
+        let rows = try Self.attributeRows(in: store, try serviceQuery(service, accessGroup: accessGroup))
+        return rows.map(ItemAttributes.init).sorted { $0.account < $1.account }
+    }
+
+    /// The attribute dictionaries of every item matching `query` (limit All, attributes only: never a secret, never
+    /// a prompt); empty when none matches. Shared by listing, re-protection and the importers.
+    ///
+    /// - Throws: ``KeychainError`` from the store (`errSecInteractionNotAllowed` when a matching item is locked: never
+    ///   taken as "none"); ``KeychainError/unexpectedResult`` for a result that is not attributes.
+    static func attributeRows(in store: any KeychainStore, _ query: KeychainQuery) throws(KeychainError) -> [KeychainQuery] {
+        var query = query
         query[Key.returnAttributes] = .bool(true)
         query[Key.matchLimit] = .string(Key.matchLimitAll)
         let result: ItemResult?
@@ -261,13 +271,11 @@ public struct Keychain: Sendable {
         } catch {
             throw KeychainError(converting: error)
         }
-        let elements: [ItemResult]
         switch result {
-        case .array(let array)?: elements = array
-        case .attributes?: elements = [result!]
-        default: throw KeychainError(code: .unexpectedResult, reason: "a limit-All attributes query did not return an array")
+        case .array(let array)?: return array.compactMap(\.attributes)
+        case .attributes(let attributes)?: return [attributes]
+        default: throw KeychainError(code: .unexpectedResult, reason: "a limit-All attributes query did not return attributes")
         }
-        return elements.compactMap { $0.attributes.map(ItemAttributes.init) }.sorted { $0.account < $1.account }
     }
 
     // MARK: - Update

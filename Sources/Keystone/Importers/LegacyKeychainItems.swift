@@ -27,25 +27,10 @@ enum LegacyKeychainItems {
         var query: KeychainQuery = [
             Key.class: .string(itemClass.rawValue),
             Key.synchronizable: .string(Key.synchronizableAny),
-            Key.returnAttributes: .bool(true),
-            Key.matchLimit: .string(Key.matchLimitAll),
         ]
         for (key, value) in filter { query[key] = value }
         Keychain.addPlatformKeys(&query)
-        let result: ItemResult?
-        do {
-            result = try store.copyMatching(query)
-        } catch let error where KeychainError.itemNotFound ~= error {
-            return []
-        } catch {
-            throw KeychainError(converting: error)
-        }
-        let rows: [KeychainQuery]
-        switch result {
-        case .array(let array)?: rows = array.compactMap(\.attributes)
-        case .attributes(let attributes)?: rows = [attributes]
-        default: rows = []
-        }
+        let rows = try Keychain.attributeRows(in: store, query)
         return try rows.map { attributes in
             var identity: KeychainQuery = [Key.class: .string(itemClass.rawValue)]
             let keys = itemClass == .internetPassword

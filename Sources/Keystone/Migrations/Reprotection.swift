@@ -210,22 +210,7 @@ extension Keychain {
 
     /// The attribute dictionaries of the items matching `query` (limit All, attributes only); empty when none.
     func attributeRows(_ query: KeychainQuery) throws(KeychainError) -> [KeychainQuery] {
-        var query = query
-        query[Key.returnAttributes] = .bool(true)
-        query[Key.matchLimit] = .string(Key.matchLimitAll)
-        let result: ItemResult?
-        do {
-            result = try store.copyMatching(query)
-        } catch let error where KeychainError.itemNotFound ~= error {
-            return []
-        } catch {
-            throw KeychainError(converting: error)
-        }
-        switch result {
-        case .array(let array)?: return array.compactMap(\.attributes)
-        case .attributes(let attributes)?: return [attributes]
-        default: throw KeychainError(code: .unexpectedResult, reason: "a limit-All attributes query did not return attributes")
-        }
+        try Self.attributeRows(in: store, query)
     }
 
     /// The items matching `query` that can be listed now, and the protection classes that cannot.
