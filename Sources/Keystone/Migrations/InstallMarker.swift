@@ -84,7 +84,11 @@ public struct FileInstallMarker: InstallMarkerStore {
         throw KeychainError(status: Status.io, reason: "the install marker cannot be checked (errno \(code)): the fresh-install wipe is deferred")
     }
 
-    /// Writes the marker file (0600, in a 0700 directory), atomically: a temporary file renamed into place.
+    /// Writes the marker file (0600 from creation, in a 0700 directory), atomically and durably: a temporary file,
+    /// fsync'ed, renamed into place, and the directory fsync'ed.
+    ///
+    /// Durable because a marker lost in a power cut after the app has saved new items would make the next launch
+    /// wipe them.
     ///
     /// - Throws: ``KeychainError`` with `errSecIO` (-36) when it could not be written.
     public func writeMarker() throws(KeychainError) {
@@ -92,22 +96,22 @@ public struct FileInstallMarker: InstallMarkerStore {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
-            let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
-            let contents = Data("keystone install marker 1\n".utf8)
-            #if canImport(Darwin)
-            // Readable before the first unlock (prewarming): the marker holds nothing secret.
-            try contents.write(to: temporary, options: [.withoutOverwriting, .noFileProtection])
-            #else
-            guard FileManager.default.createFile(atPath: temporary.path, contents: contents, attributes: [.posixPermissions: 0o600]) else {
-                throw KeychainError(status: Status.io, reason: "the install marker could not be created")
+            // The protected files' atomic writer: O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600, fsync, rename, fsync.
+            let writer = try AtomicFileWriter(target: url) { path in
+                #if canImport(Darwin)
+                // Readable before the first unlock (prewarming): the marker holds nothing secret.
+                try FileManager.default.setAttributes([.protectionKey: FileProtectionType.none], ofItemAtPath: path)
+                #endif
             }
-            #endif
-            defer { try? FileManager.default.removeItem(at: temporary) }
-            guard rename(temporary.path, url.path) == 0 else {
-                throw KeychainError(status: Status.io, reason: "the install marker could not be renamed into place (errno \(errno))")
+            do {
+                try writer.write(Data("keystone install marker 1\n".utf8))
+                try writer.commit()
+            } catch {
+                writer.abandon()
+                throw error
             }
         } catch let error as KeychainError {
-            throw error
+            throw KeychainError(status: Status.io, reason: "the install marker \(url.path) could not be written (\(error.reason))")
         } catch {
             throw KeychainError(status: Status.io, reason: "the install marker could not be written (\(type(of: error)))")
         }
