@@ -35,6 +35,8 @@ let package = Package(
         .library(name: "KeychainSecretService", targets: ["KeychainSecretService"]),
         .library(name: "Keystone", targets: ["Keystone"]),
         .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
+        // SPKI certificate pinning (URLSession on Apple platforms, swift-nio-ssl on Linux): apart, so keychain-only users build no networking code.
+        .library(name: "KeystonePinning", targets: ["KeystonePinning"]),
         // `import Security` and `import LocalAuthentication` on Linux. Depend on these two only on the platforms of
         // `linuxOnly` (`condition: .when(platforms: [.linux, ...])`): on Apple platforms the SDK's frameworks are meant.
         .library(name: "Security", targets: [securityModule]),
@@ -60,6 +62,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // NIOCore / NIOPosix by name (KeystonePinning, the TLS test server); swift-nio-ssl pulls it in anyway.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
@@ -163,6 +167,17 @@ let package = Package(
             .target(name: "CTPM", condition: .when(platforms: linuxOnly)), .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
+        // SPKI pinning over a trust evaluator: the policy, the URLSession delegate (Apple) and swift-nio-ssl's verification
+        // callback (Linux, where NIO is the TLS stack).
+        .target(name: "KeystonePinning", dependencies: [
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
+
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
@@ -182,6 +197,8 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
+            // `keystone pin`: the chain a TLS server presents (swift-nio-ssl), and SPKI pins of certificates.
+            .target(name: "KeystonePinning", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
 
         // A child process for the keychain file's crash and multi-process tests.
@@ -301,7 +318,25 @@ let package = Package(
             // Keychain files sealed to a real software TPM.
             "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm"], swiftSettings: settings),
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer"], swiftSettings: settings),
+        // A TLS server on 127.0.0.1 (an ephemeral port) presenting a given chain, and a private PKI made in the test.
+        .target(name: "TLSTestServer", dependencies: [
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/TLSTestServer", swiftSettings: settings),
+        .testTarget(name: "KeystonePinningTests", dependencies: [
+            "KeystonePinning", "TLSTestServer",
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOTLS", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
