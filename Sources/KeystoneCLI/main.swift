@@ -31,7 +31,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self, Seal.self, Unseal.self,
-        ] + certificateVerbs + authenticationVerbs)
+        ] + certificateVerbs + authenticationVerbs + pinVerbs)
 }
 
 /// Per verb: the single-letter options that take a value, and those that prompt when given last without one.
