@@ -2,6 +2,7 @@
 #if !canImport(Darwin)
 import Crypto
 import Foundation
+import KeychainEngine
 @testable import KeychainServices
 import SwiftASN1
 import Testing
@@ -229,6 +230,41 @@ struct SecTrustTests {
         #expect((policies as? [SecPolicy]) == [SecPolicyCreateSSL(true, "localhost")])
     }
 
+    @Test("evaluations called from many tasks at once all finish with their own result (none waits for the cooperative pool)",
+          .timeLimit(.minutes(1)))
+    func concurrentEvaluations() async throws {
+        let good = try pki.leaf()
+        let wrongHost = try pki.leaf("other.example", names: ["other.example"])
+        let pki = pki
+        let codes = await withTaskGroup(of: (Int, Int?).self) { group in
+            for index in 0..<16 {
+                group.addTask {
+                    (index, evaluate(pki.trust([index.isMultiple(of: 2) ? good : wrongHost, pki.intermediate])).code)
+                }
+            }
+            var codes: [Int: Int?] = [:]
+            for await (index, code) in group { codes[index] = code }
+            return codes
+        }
+        #expect(codes.count == 16)
+        for (index, code) in codes {
+            #expect(code == (index.isMultiple(of: 2) ? nil : Int(errSecHostNameMismatch)))
+        }
+    }
+
+    @Test("one trust evaluated from several threads at once gives one result, and an empty anchor list trusts nothing")
+    func sharedTrust() throws {
+        let trust = pki.trust([try pki.leaf(), pki.intermediate])
+        let results = Locked<[Bool]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let trusted = SecTrustEvaluateWithError(trust, nil)
+            results.withLock { $0.append(trusted) }
+        }
+        #expect(results.withLock { $0 } == Array(repeating: true, count: 8))
+        #expect(SecTrustSetAnchorCertificates(trust, [] as NSArray) == errSecSuccess)
+        #expect(evaluate(trust).code == Int(errSecNotTrusted))
+    }
+
     @Test("SecTrustCreateWithCertificates refuses what is not certificates and policies", arguments: [0, 1, 2])
     func badArguments(which: Int) throws {
         var trust: SecTrust?
@@ -298,6 +334,14 @@ struct SecTrustSystemRootsTests {
         try Data(pem.utf8).write(to: file)
         #expect(TrustRoots.load(environment: ["SSL_CERT_FILE": file.path]) == [pki.root, pki.intermediate])
         #expect(TrustRoots.load(environment: ["SSL_CERT_FILE": directory.appendingPathComponent("none").path]).isEmpty)
+        // SSL_CERT_DIR: every file of the directory, PEM or DER (OpenSSL's hashed names included).
+        let certificates = directory.appendingPathComponent("certs")
+        try FileManager.default.createDirectory(at: certificates, withIntermediateDirectories: true)
+        try Data(pem.utf8).write(to: certificates.appendingPathComponent("a.pem"))
+        var serializer = DER.Serializer()
+        try serializer.serialize(try pki.leaf())
+        try Data(serializer.serializedBytes).write(to: certificates.appendingPathComponent("1a2b3c4d.0"))
+        #expect(TrustRoots.load(environment: ["SSL_CERT_DIR": certificates.path]).count == 3)
     }
 }
 #endif
