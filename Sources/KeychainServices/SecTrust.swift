@@ -132,11 +132,17 @@ struct TrustEvaluation {
     /// 1. A certificate of the path is not valid at the verification date (expired or not yet valid):
     ///    `errSecCertificateExpired`, "“<that certificate>” certificate is expired" (Apple's one temporal-validity
     ///    error covers both).
-    /// 2. No path reaches an anchor (untrusted root, missing or wrong intermediate, bad signature, a non-CA used as
-    ///    a CA): `errSecNotTrusted`, "“<last certificate of the partial chain>” certificate is not trusted". Apple
-    ///    reports a missing intermediate with this code too, not `errSecCreateChainFailed`.
+    /// 2. No path reaches an anchor, "“<last certificate of the partial chain>” certificate is not trusted": with
+    ///    `errSecNotTrusted` when that last certificate is self-issued (a root that is not an anchor: Apple's
+    ///    AnchorTrusted check), `errSecCreateChainFailed` when it is not (its issuer is missing: Apple's
+    ///    MissingIntermediate check). Apple's SecPolicyChecks.list gives both the "not trusted" subtype, hence the
+    ///    one message. Other path failures (bad signature, a non-CA used as a CA) are reported the same way here;
+    ///    Apple has finer codes for them.
     /// 3. The SSL policy's host name is not among the leaf's names: `errSecHostNameMismatch`,
     ///    "“<leaf>” certificate name does not match input".
+    ///
+    /// Apple's CFError also carries an underlying error listing every failure of every certificate; here the
+    /// CFError has the reported failure only.
     func run() -> SecTrust.Outcome {
         let known = Dictionary((anchors + intermediates + [leaf]).map { ($0.certificate, $0) }, uniquingKeysWith: { a, _ in a })
         func wrap(_ chain: [Certificate]) -> [SecCertificate] {
@@ -173,7 +179,9 @@ struct TrustEvaluation {
         if reachesAnchor, hostname != nil, validate(checkDates: false, checkHostname: true) == nil {
             return .init(chain: chain, failure: (errSecHostNameMismatch, "“\(Self.name(leaf))” certificate name does not match input"))
         }
-        return .init(chain: chain, failure: (errSecNotTrusted, "“\(Self.name(chain.last ?? leaf))” certificate is not trusted"))
+        let last = path.last ?? leaf.certificate
+        let status = reachesAnchor || last.subject == last.issuer ? errSecNotTrusted : errSecCreateChainFailed
+        return .init(chain: chain, failure: (status, "“\(Self.name(chain.last ?? leaf))” certificate is not trusted"))
     }
 
     /// The name Apple's messages give a certificate: its subject summary.
@@ -419,7 +427,8 @@ public func SecTrustSetVerifyDate(_ trust: SecTrust, _ verifyDate: CFDate) -> OS
 ///   - trust: The trust to evaluate. The result is kept until the policies, anchors or date change.
 ///   - error: Nil, or receives on failure a CFError in `kCFErrorDomainOSStatus` with Apple's code and message:
 ///     `errSecCertificateExpired` (-67818, "“name” certificate is expired": a certificate of the chain is expired
-///     or not yet valid), `errSecNotTrusted` (-67843, "“name” certificate is not trusted": no chain to an anchor),
+///     or not yet valid), `errSecNotTrusted` (-67843, "“name” certificate is not trusted": the chain ends at a
+///     root that is not an anchor) or `errSecCreateChainFailed` (-25318, same message: an issuer is missing),
 ///     `errSecHostNameMismatch` (-67602, "“name” certificate name does not match input"). The first in that order
 ///     is reported when several apply.
 /// - Returns: `true` when the chain is trusted.

@@ -198,6 +198,6 @@ public let errSecHostNameMismatch: OSStatus = -67602
 public let errSecCertificateExpired: OSStatus = -67818
 /// `errSecCertificateNotValidYet` (-67819).
 public let errSecCertificateNotValidYet: OSStatus = -67819
-/// `errSecNotTrusted` (-67843): no chain to a trusted anchor.
+/// `errSecNotTrusted` (-67843): the chain ends at a root that is not a trusted anchor.
 public let errSecNotTrusted: OSStatus = -67843
 #endif

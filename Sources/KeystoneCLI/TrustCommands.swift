@@ -7,7 +7,6 @@ import Foundation
 var trustVerbs: [any ParsableCommand.Type] { [] }
 #else
 import KeychainServices
-import X509
 
 var trustVerbs: [any ParsableCommand.Type] { [VerifyCertificate.self] }
 
@@ -22,8 +21,8 @@ struct VerifyCertificate: ParsableCommand {
         is verified. -p ssl checks the -s host name (a DNS name or an IP address); -p basic (the default) checks \
         the path only. -d sets the verification date (YYYY-MM-DD[-hh:mm:ss] in GMT, or ISO 8601). \
         On success prints `...certificate verification successful.` and exits 0; on failure prints \
-        `Cert Verify Result: <CSSM error>` on standard error (CSSMERR_TP_NOT_TRUSTED, CSSMERR_TP_CERT_EXPIRED, \
-        CSSMERR_TP_CERT_NOT_VALID_YET, CSSMERR_APPLETP_HOSTNAME_MISMATCH) and exits 1; -v adds SecTrust's message. \
+        `Cert Verify Result: <CSSM error>` on standard error (CSSMERR_TP_NOT_TRUSTED, CSSMERR_TP_CERT_EXPIRED for an \
+        expired or not yet valid certificate, CSSMERR_APPLETP_HOSTNAME_MISMATCH) and exits 1; -v adds SecTrust's message. \
         Usage errors exit 2. No revocation checking and no network: -L and -n are accepted and change nothing.
         """)
 
@@ -71,7 +70,7 @@ struct VerifyCertificate: ParsableCommand {
             return
         }
         if !quiet, let error {
-            var text = "Cert Verify Result: \(Self.cssmName(error, trust: trust, date: verifyDate ?? Date()))\n"
+            var text = "Cert Verify Result: \(Self.cssmName(error))\n"
             if verbose { text += CFErrorCopyDescription(error) + "\n" }
             writeErr(text)
         }
@@ -79,16 +78,13 @@ struct VerifyCertificate: ParsableCommand {
     }
 
     /// The CSSM result code name `security` prints (`cssmPerror`) for SecTrust's error.
-    static func cssmName(_ error: CFError, trust: SecTrust, date: Date) -> String {
+    static func cssmName(_ error: CFError) -> String {
         switch OSStatus(CFErrorGetCode(error)) {
-        case errSecCertificateExpired:
-            // SecTrust's one temporal error covers both; security's CSSM codes tell them apart.
-            let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
-            let parsed = chain.compactMap { try? Certificate(derEncoded: [UInt8](SecCertificateCopyData($0) as Data)) }
-            let notYetValid = parsed.first { date < $0.notValidBefore || date > $0.notValidAfter }.map { date < $0.notValidBefore } ?? false
-            return notYetValid ? "CSSMERR_TP_CERT_NOT_VALID_YET" : "CSSMERR_TP_CERT_EXPIRED"
+        // The CSSM codes of Apple's SecPolicyChecks.list: temporal validity (expired or not yet valid alike) is
+        // CSSMERR_TP_CERT_EXPIRED; an untrusted root and a missing intermediate are both CSSMERR_TP_NOT_TRUSTED.
+        case errSecCertificateExpired: return "CSSMERR_TP_CERT_EXPIRED"
         case errSecHostNameMismatch: return "CSSMERR_APPLETP_HOSTNAME_MISMATCH"
-        case errSecNotTrusted: return "CSSMERR_TP_NOT_TRUSTED"
+        case errSecNotTrusted, errSecCreateChainFailed: return "CSSMERR_TP_NOT_TRUSTED"
         default: return "CSSMERR_TP_INVALID_CERTIFICATE"
         }
     }

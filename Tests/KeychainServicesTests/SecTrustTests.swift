@@ -128,12 +128,12 @@ struct SecTrustTests {
         #expect((SecTrustCopyCertificateChain(trust) as? [SecCertificate]) == [leaf, pki.intermediate, pki.root].map(TrustPKI.sec))
     }
 
-    @Test("a missing intermediate is errSecNotTrusted (as Apple reports it), naming the last certificate of the partial chain")
+    @Test("a missing intermediate is errSecCreateChainFailed (Apple's MissingIntermediate), named as not trusted")
     func missingIntermediate() throws {
         let trust = pki.trust([try pki.leaf()])
         let result = evaluate(trust)
         #expect(!result.trusted)
-        #expect(result.code == Int(errSecNotTrusted) && result.code == -67843)
+        #expect(result.code == Int(errSecCreateChainFailed) && result.code == -25318)
         #expect(result.message == "“localhost” certificate is not trusted")
         #expect(SecTrustGetCertificateCount(trust) == 1)
         var resultType = SecTrustResultType.invalid
@@ -145,11 +145,12 @@ struct SecTrustTests {
         let other = try TrustPKI(rootName: "Other Root CA")
         let trust = other.trust([try other.leaf(), other.intermediate, other.root], anchors: [pki.root])
         let result = evaluate(trust)
-        #expect(result.code == Int(errSecNotTrusted))
+        #expect(result.code == Int(errSecNotTrusted) && result.code == -67843)
         #expect(result.message == "“Other Root CA” certificate is not trusted")
         #expect((SecTrustCopyCertificateChain(trust) as? [SecCertificate])?.count == 3)
         // Without its root, the partial chain ends at the intermediate, which the message names.
         let partial = evaluate(other.trust([try other.leaf(), other.intermediate], anchors: [pki.root]))
+        #expect(partial.code == Int(errSecCreateChainFailed))
         #expect(partial.message == "“Keystone Test Intermediate CA” certificate is not trusted")
     }
 
@@ -202,7 +203,7 @@ struct SecTrustTests {
         let leaf = try other.leaf("old.example", names: ["old.example"], from: TrustPKI.date(2021), to: TrustPKI.date(2022))
         #expect(evaluate(other.trust([leaf, other.intermediate], anchors: [pki.root])).code == Int(errSecCertificateExpired))
         let wrongHostUntrusted = try other.leaf("other.example", names: ["other.example"])
-        #expect(evaluate(other.trust([wrongHostUntrusted, other.intermediate], anchors: [pki.root])).code == Int(errSecNotTrusted))
+        #expect(evaluate(other.trust([wrongHostUntrusted, other.intermediate, other.root], anchors: [pki.root])).code == Int(errSecNotTrusted))
     }
 
     @Test("SecTrustCopyKey is the leaf's public key")
@@ -262,7 +263,7 @@ struct SecTrustTests {
         }
         #expect(results.withLock { $0 } == Array(repeating: true, count: 8))
         #expect(SecTrustSetAnchorCertificates(trust, [] as NSArray) == errSecSuccess)
-        #expect(evaluate(trust).code == Int(errSecNotTrusted))
+        #expect(evaluate(trust).code == Int(errSecCreateChainFailed))  // the root is neither given nor an anchor
     }
 
     @Test("SecTrustCreateWithCertificates refuses what is not certificates and policies", arguments: [0, 1, 2])
@@ -296,7 +297,7 @@ struct SecTrustSystemRootsTests {
         #expect(evaluate(trust).trusted)
         let pki = try TrustPKI()
         #expect(SecTrustSetAnchorCertificates(trust, [TrustPKI.sec(pki.root)] as NSArray) == errSecSuccess)
-        #expect(evaluate(trust).code == Int(errSecNotTrusted))
+        #expect(evaluate(trust).code == Int(errSecNotTrusted) || evaluate(trust).code == Int(errSecCreateChainFailed))
         var anchors: CFArray?
         #expect(SecTrustCopyCustomAnchorCertificates(trust, &anchors) == errSecSuccess && anchors?.count == 1)
         #expect(SecTrustSetAnchorCertificatesOnly(trust, false) == errSecSuccess)
@@ -315,8 +316,14 @@ struct SecTrustSystemRootsTests {
         let trust = try #require(created)
         _ = SecTrustSetVerifyDate(trust, TrustPKI.now as NSDate)
         let result = evaluate(trust)
-        #expect(!result.trusted && result.code == Int(errSecNotTrusted))
-        #expect(result.message == "“Keystone Test Root CA” certificate is not trusted" || result.message == "“Keystone Test Intermediate CA” certificate is not trusted")
+        #expect(!result.trusted && result.code == Int(errSecCreateChainFailed))
+        #expect(result.message == "“Keystone Test Intermediate CA” certificate is not trusted")
+        // With its root given too, the chain ends at a root the system does not trust.
+        #expect(SecTrustCreateWithCertificates([try pki.leaf(), pki.intermediate, pki.root].map(TrustPKI.sec) as NSArray,
+                                               SecPolicyCreateSSL(true, "localhost"), &created) == errSecSuccess)
+        let withRoot = try #require(created)
+        _ = SecTrustSetVerifyDate(withRoot, TrustPKI.now as NSDate)
+        #expect(evaluate(withRoot).code == Int(errSecNotTrusted))
     }
 
     @Test("the CA bundle is read from SSL_CERT_FILE when set, skipping what is not a certificate")
