@@ -300,6 +300,8 @@ let package = Package(
             // The SecKey tests convert keys to PEM / SPKI for the openssl interoperability tests.
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
             .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+            // The SecTrust tests make their CA, intermediates and leaves with swift-certificates.
+            .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
         .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
@@ -318,7 +320,11 @@ let package = Package(
             // Keychain files sealed to a real software TPM.
             "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer"], swiftSettings: settings),
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer",
+            // verify-cert's tests make their certificates with swift-certificates.
+            .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
         // A TLS server on 127.0.0.1 (an ephemeral port) presenting a given chain, and a private PKI made in the test.
         .target(name: "TLSTestServer", dependencies: [
             .product(name: "X509", package: "swift-certificates"),

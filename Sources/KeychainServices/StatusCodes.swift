@@ -191,4 +191,13 @@ public let errSecUseItemListUnsupported: OSStatus = -50
 public let errSecUseKeychainUnsupported: OSStatus = -50
 /// `errSecUseKeychainListUnsupported` (= errSecParam, -50).
 public let errSecUseKeychainListUnsupported: OSStatus = -50
+/// `errSecHostNameMismatch` (-67602): an SSL policy's host name is not among the leaf certificate's names.
+public let errSecHostNameMismatch: OSStatus = -67602
+/// `errSecCertificateExpired` (-67818): a certificate of the chain is expired (or not yet valid, in SecTrust's
+/// errors).
+public let errSecCertificateExpired: OSStatus = -67818
+/// `errSecCertificateNotValidYet` (-67819).
+public let errSecCertificateNotValidYet: OSStatus = -67819
+/// `errSecNotTrusted` (-67843): the chain ends at a root that is not a trusted anchor.
+public let errSecNotTrusted: OSStatus = -67843
 #endif

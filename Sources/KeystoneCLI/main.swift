@@ -31,7 +31,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self, Seal.self, Unseal.self,
-        ] + certificateVerbs + authenticationVerbs + pinVerbs)
+        ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs)
 }
 
 /// Per verb: the single-letter options that take a value, and those that prompt when given last without one.
@@ -54,6 +54,7 @@ let optionTable: [String: (values: Set<Character>, prompts: Set<Character>)] = [
     "find-identity": (["p", "s"], []),
     "delete-certificate": (["c", "Z"], []),
     "delete-identity": (["c", "Z"], []),
+    "verify-cert": (["c", "r", "p", "s", "d"], []),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
