@@ -170,6 +170,8 @@ let package = Package(
         // SPKI pinning over a trust evaluator: the policy, the URLSession delegate (Apple) and swift-nio-ssl's verification
         // callback (Linux, where NIO is the TLS stack).
         .target(name: "KeystonePinning", dependencies: [
+            // SecTrust: Security on Apple platforms; on Linux, Keystone's `Security` module (KeychainServices).
+            .target(name: securityModule, condition: .when(platforms: linuxOnly)),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Crypto", package: "swift-crypto"),

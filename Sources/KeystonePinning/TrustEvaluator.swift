@@ -1,12 +1,9 @@
-// Normal trust evaluation for KeystonePinning, kept in this one file so that it can be replaced: on Apple
-// platforms Security's SecTrust; on Linux, for now, swift-certificates' Verifier (to be switched to
-// KeychainServices' SecTrust when that lands).
+// Normal trust evaluation for KeystonePinning, kept in this one file: SecTrust on every platform (Security on Apple
+// platforms; KeychainServices' SecTrust, over swift-certificates' verifier, on Linux, through its `Security` module).
 import Foundation
 import SwiftASN1
-#if canImport(Darwin)
 import X509
 import Security
-#endif
 
 /// Normal (unpinned) trust evaluation of a server's chain for a host: the seam ``PinningPolicy`` evaluates pins after.
 ///
@@ -25,9 +22,9 @@ public struct TrustEvaluator: Sendable {
     /// The platform's TLS server trust: the chain must lead to a trusted root, be valid at `verifyDate`, and the
     /// leaf must name the host.
     ///
-    /// On Apple platforms this is `SecTrustEvaluateWithError` with `SecPolicyCreateSSL(true, host)`. On Linux it is
-    /// swift-certificates' `Verifier` (RFC 5280 and server-identity policies) against the system roots
-    /// (`$SSL_CERT_FILE`, else `/etc/ssl/certs/ca-certificates.crt` or `/etc/pki/tls/certs/ca-bundle.crt`).
+    /// This is `SecTrustEvaluateWithError` with `SecPolicyCreateSSL(true, host)` on every platform: Security's on
+    /// Apple platforms, KeychainServices' on Linux (swift-certificates' verifier against the system roots:
+    /// `$SSL_CERT_FILE` / `$SSL_CERT_DIR`, else the distribution's CA bundle).
     ///
     /// - Parameters:
     ///   - anchors: Extra trusted roots (a private CA), as `SecTrustSetAnchorCertificates`.
@@ -39,9 +36,9 @@ public struct TrustEvaluator: Sendable {
     ///   `errSecHostNameMismatch` (-67602), `errSecDecode` (-26275) for bytes that are not a certificate.
     public static func system(anchors: [Certificate] = [], anchorsOnly: Bool = false, verifyDate: Date? = nil) -> TrustEvaluator {
         let anchorsOnly = anchorsOnly && !anchors.isEmpty
-        #if canImport(Darwin)
         return TrustEvaluator { chain, host in
-            // SecTrustEvaluateWithError blocks (it may fetch revocation data): on a Dispatch thread, not the caller's.
+            // SecTrustEvaluateWithError blocks (on Apple platforms it may fetch revocation data): on a Dispatch
+            // thread, never the caller's thread or Swift's cooperative pool.
             try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global(qos: .userInitiated).async {
                     continuation.resume(with: Result {
@@ -50,11 +47,6 @@ public struct TrustEvaluator: Sendable {
                 }
             }
         }
-        #else
-        return TrustEvaluator { chain, host in
-            try await evaluateWithVerifier(chain: chain, host: host, anchors: anchors, anchorsOnly: anchorsOnly, verifyDate: verifyDate)
-        }
-        #endif
     }
 }
 
@@ -75,7 +67,6 @@ public struct TrustEvaluationError: Error, Hashable, CustomStringConvertible, Lo
     static let decode: Int32 = -26275
 }
 
-#if canImport(Darwin)
 private func evaluateWithSecTrust(chain: [Data], host: String, anchors: [Certificate], anchorsOnly: Bool, verifyDate: Date?) throws -> [Data] {
     func secCertificates(_ ders: [Data]) throws -> [SecCertificate] {
         try ders.map {
@@ -112,84 +103,3 @@ private func evaluateWithSecTrust(chain: [Data], host: String, anchors: [Certifi
     let validated = SecTrustCopyCertificateChain(trust) as? [SecCertificate] ?? []
     return validated.map { SecCertificateCopyData($0) as Data }
 }
-#else
-// The verify date (SecTrustSetVerifyDate) is swift-certificates' fixed expiry validation time, behind an SPI.
-@_spi(FixedExpiryValidationTime) import X509
-
-/// The system's trusted roots, read once per process.
-private let systemRoots: [Certificate] = {
-    var paths = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
-    if let file = ProcessInfo.processInfo.environment["SSL_CERT_FILE"], !file.isEmpty { paths.insert(file, at: 0) }
-    for path in paths {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-              let documents = try? PEMDocument.parseMultiple(pemString: text) else { continue }
-        return documents.compactMap { try? Certificate(pemDocument: $0) }
-    }
-    return []
-}()
-
-private func evaluateWithVerifier(chain: [Data], host: String, anchors: [Certificate], anchorsOnly: Bool, verifyDate: Date?) async throws -> [Data] {
-    let certificates: [Certificate]
-    do {
-        certificates = try chain.map { try Certificate(derEncoded: Array($0)) }
-    } catch {
-        throw TrustEvaluationError(status: TrustEvaluationError.decode, message: "Unable to decode the provided data.")
-    }
-    guard let leaf = certificates.first else {
-        throw TrustEvaluationError(status: TrustEvaluationError.notTrusted, message: "The trust policy was not trusted. (no certificate)")
-    }
-    let date = verifyDate ?? Date()
-    // An IP literal is matched against the leaf's IP addresses, a name against its DNS names.
-    let isIP = isIPAddress(host)
-    let identity = ServerIdentityPolicy(serverHostname: isIP ? nil : host, serverIP: isIP ? host : nil)
-    var verifier = Verifier(rootCertificates: CertificateStore(anchorsOnly ? anchors : anchors + systemRoots)) {
-        RFC5280Policy(fixedExpiryValidationTime: date)
-        identity
-    }
-    switch await verifier.validate(leaf: leaf, intermediates: CertificateStore(certificates.dropFirst())) {
-    case .validCertificate(let validated):
-        return try validated.map { certificate in
-            var serializer = DER.Serializer()
-            try serializer.serialize(certificate)
-            return Data(serializer.serializedBytes)
-        }
-    case .couldNotValidate:
-        // The verifier reports every failed candidate chain; Apple reports one status. Decision: the leaf's dates
-        // first, then its names, else not trusted (as SecTrust's result for the leaf-level problems).
-        if date > leaf.notValidAfter {
-            throw TrustEvaluationError(status: TrustEvaluationError.certificateExpired, message: "An expired certificate was detected. (\(leaf.subject) expired \(leaf.notValidAfter))")
-        }
-        if date < leaf.notValidBefore {
-            throw TrustEvaluationError(status: TrustEvaluationError.certificateNotValidYet, message: "The certificate is not yet valid. (\(leaf.subject) is valid from \(leaf.notValidBefore))")
-        }
-        if !leafNames(leaf, host: host) {
-            throw TrustEvaluationError(status: TrustEvaluationError.hostNameMismatch, message: "A host name mismatch has occurred. (\(leaf.subject) does not name \(host))")
-        }
-        throw TrustEvaluationError(status: TrustEvaluationError.notTrusted, message: "The trust policy was not trusted. (\(leaf.subject): no chain to a trusted root)")
-    }
-}
-
-/// Whether the leaf's subject alternative names include `host` (a DNS name, `*.` matching one leftmost label, or
-/// an IP address), as the server-identity policy checks it: only to tell a name mismatch apart from other failures.
-private func leafNames(_ leaf: Certificate, host: String) -> Bool {
-    guard let names = try? leaf.extensions.subjectAlternativeNames else { return false }
-    let host = host.lowercased()
-    var address = [UInt8](repeating: 0, count: 16)
-    let ipBytes: [UInt8]? = host.contains(":")
-        ? (inet_pton(AF_INET6, host, &address) == 1 ? address : nil)
-        : (inet_pton(AF_INET, host, &address) == 1 ? Array(address.prefix(4)) : nil)
-    return names.contains { name in
-        switch name {
-        case .dnsName(let dns):
-            let dns = dns.lowercased()
-            if dns == host { return true }
-            guard dns.hasPrefix("*."), let dot = host.firstIndex(of: ".") else { return false }
-            return host[dot...] == dns.dropFirst()
-        case .ipAddress(let bytes):
-            return ipBytes.map { Array(bytes.bytes) == $0 } ?? false
-        default:
-            return false
-        }
-    }
-}
-#endif
