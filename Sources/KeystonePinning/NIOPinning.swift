@@ -98,10 +98,13 @@ public enum PresentedChain {
     ///   - port: The TCP port.
     ///   - serverName: The SNI name when it differs from `host` (`nil`: `host` unless it is an IP address).
     ///   - group: The event loop group to connect on.
+    ///   - handshakeTimeout: How long the server may take, once connected, to present its certificates (a server
+    ///     that accepts the connection and never answers fails with ``HandshakeTimedOut`` instead of hanging).
     /// - Returns: A future of the presented chain; it fails with the connection's or the handshake's error.
     public static func fetch(
         host: String, port: Int, serverName: String? = nil,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        handshakeTimeout: TimeAmount = .seconds(15)
     ) -> EventLoopFuture<[Data]> {
         let loop = group.next()
         let chainPromise = loop.makePromise(of: [Data].self)
@@ -125,7 +128,13 @@ public enum PresentedChain {
             bootstrap.connect(host: host, port: port).whenComplete { result in
                 switch result {
                 case .success(let channel):
-                    chainPromise.futureResult.whenComplete { _ in channel.close(promise: nil) }
+                    let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) {
+                        chainPromise.fail(HandshakeTimedOut(host: host, port: port))
+                    }
+                    chainPromise.futureResult.whenComplete { _ in
+                        deadline.cancel()
+                        channel.close(promise: nil)
+                    }
                 case .failure(let error):
                     chainPromise.fail(error)
                 }
@@ -140,6 +149,15 @@ public enum PresentedChain {
     public static func fetch(host: String, port: Int, serverName: String? = nil) async throws -> [Data] {
         try await fetch(host: host, port: port, serverName: serverName, group: MultiThreadedEventLoopGroup.singleton).get()
     }
+}
+
+/// The server accepted the connection but presented no certificate in time.
+public struct HandshakeTimedOut: Error, CustomStringConvertible {
+    /// The server.
+    public let host: String
+    /// The port.
+    public let port: Int
+    public var description: String { "\(host):\(port) accepted the connection but presented no certificate in time (is it a TLS port?)" }
 }
 
 /// The server closed the connection before presenting certificates.

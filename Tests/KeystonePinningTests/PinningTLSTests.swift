@@ -197,5 +197,20 @@ struct PinningTLSTests {
             }
         }
     }
+
+    // Time is the behaviour here: a deadline must fire. The listener never answers, so only the deadline can end
+    // the fetch; a short deadline keeps the test quick and cannot race a real answer.
+    @Test("fetching the presented chain from a port that accepts and never answers fails with HandshakeTimedOut")
+    func silentServer() async throws {
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { _ in MultiThreadedEventLoopGroup.singleton.any().makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { silent.close(promise: nil) }
+        let port = try #require(silent.localAddress?.port)
+        await #expect(throws: HandshakeTimedOut.self) {
+            _ = try await PresentedChain.fetch(host: "127.0.0.1", port: port, serverName: Self.host,
+                                               group: MultiThreadedEventLoopGroup.singleton, handshakeTimeout: .milliseconds(300)).get()
+        }
+    }
 }
 #endif
