@@ -307,8 +307,10 @@ let package = Package(
         ], swiftSettings: settings),
         .testTarget(name: "AppleStyleKeychainTests", dependencies: ["AppleStyleKeychain", "KeychainServices", "KeychainEngine", "DefaultKeychainLock"],
                     swiftSettings: settings),
+        // A throwaway gpg key and pass store: the pass importer's tests (library and CLI).
+        .target(name: "PassStore", path: "Tests/PassStore", swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: [
-            "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices",
+            "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices", "PassStore",
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
@@ -322,7 +324,7 @@ let package = Package(
             // Keychain files sealed to a real software TPM.
             "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer",
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer", "PassStore",
             // verify-cert's tests make their certificates with swift-certificates.
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),

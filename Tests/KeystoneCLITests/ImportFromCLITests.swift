@@ -1,4 +1,5 @@
 import Foundation
+import PassStore
 import Testing
 
 @Suite("keystone CLI: import --from (CSV, JSON, pass, library layouts): dry runs, no overwrite without --replace")
@@ -69,10 +70,10 @@ struct ImportFromCLITests {
         #expect(try box.run("import", "--from", "nosuch").status == 2)
     }
 
-    @Test("import --from pass: a real gpg and pass store in a temporary GNUPGHOME", .enabled(if: CLIPass.unavailableReason == nil, "\(CLIPass.unavailableReason ?? "")"))
+    @Test("import --from pass: a real gpg and pass store in a temporary GNUPGHOME", .enabled(if: PassStore.unavailableReason == nil, "\(PassStore.unavailableReason ?? "")"))
     func pass() throws {
         let box = Sandbox()
-        let pass = try CLIPass()
+        let pass = try PassStore()
         try pass.insert("web/example.org", "ex-pass\nusername: bob\n")
         var environment = box.environment
         environment.merge(pass.environment.filter { ["GNUPGHOME", "PASSWORD_STORE_DIR"].contains($0.key) }) { $1 }
@@ -88,45 +89,3 @@ struct ImportFromCLITests {
     }
 }
 
-/// gpg + pass in a temporary directory for the CLI tests (never the user's ~/.gnupg or ~/.password-store).
-final class CLIPass {
-    let root = URL(fileURLWithPath: "/tmp/kc-\(UUID().uuidString.prefix(8))")
-    var store: URL { root.appendingPathComponent("store") }
-    let environment: [String: String]
-
-    static var unavailableReason: String? {
-        for tool in ["gpg", "pass", "gpgconf"] where which(tool) == nil { return "\(tool) is not installed (apt-get install gnupg pass)" }
-        return nil
-    }
-
-    static func which(_ tool: String) -> String? {
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        where FileManager.default.isExecutableFile(atPath: "\(dir)/\(tool)") { return "\(dir)/\(tool)" }
-        return nil
-    }
-
-    init() throws {
-        try FileManager.default.createDirectory(at: root.appendingPathComponent("g"), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        var env = ProcessInfo.processInfo.environment
-        env["GNUPGHOME"] = root.appendingPathComponent("g").path
-        env["PASSWORD_STORE_DIR"] = root.appendingPathComponent("store").path
-        env["HOME"] = root.path
-        environment = env
-        try tool("gpg", ["--batch", "--passphrase", "", "--quick-gen-key", "Keystone CLI Test <cli-test@example.invalid>", "default", "default", "never"])
-        try tool("pass", ["init", "cli-test@example.invalid"])
-    }
-
-    deinit {
-        _ = try? tool("gpgconf", ["--kill", "gpg-agent"])
-        try? FileManager.default.removeItem(at: root)
-    }
-
-    func insert(_ entry: String, _ content: String) throws { try tool("pass", ["insert", "-m", entry], input: content) }
-
-    func tool(_ name: String, _ arguments: [String], input: String? = nil) throws {
-        let run = try Run.launch(try #require(Self.which(name)), arguments, environment: environment, input: input.map { Data($0.utf8) })
-        guard run.status == 0 else { throw CLIPassError(message: "\(name) \(arguments.first ?? "") exited \(run.status): \(run.stderr)") }
-    }
-}
-
-struct CLIPassError: Error { let message: String }

@@ -25,21 +25,19 @@ public enum ImportTarget: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The account.
-    public var account: String {
+    /// The typed item, whichever class it is (what ``Keychain``'s generic calls take).
+    public var keychainItem: any KeychainItem {
         switch self {
-        case .generic(let item): item.account
-        case .internet(let item): item.account
+        case .generic(let item): item
+        case .internet(let item): item
         }
     }
 
+    /// The account.
+    public var account: String { keychainItem.account }
+
     /// The item's description: names only, never a secret.
-    public var description: String {
-        switch self {
-        case .generic(let item): item.description
-        case .internet(let item): item.description
-        }
-    }
+    public var description: String { keychainItem.description }
 }
 
 /// One secret an importer found: the typed item it becomes, its secret, and what is known about it.
@@ -329,48 +327,22 @@ extension Keychain {
     /// Writes `candidate` as `action` says: add (a plain add: an item that appeared meanwhile is a duplicate error,
     /// never overwritten), or update in place.
     func write(_ candidate: ImportCandidate, action: ImportAction) throws {
+        let (add, query, changes) = saveQueries(candidate.secret, for: candidate.item.keychainItem, options)
         switch action {
-        case .add:
-            switch candidate.item {
-            case .generic(let item): try run { _ = try store.add(saveQueries(candidate.secret, for: item, options).add) }
-            case .internet(let item): try run { _ = try store.add(saveQueries(candidate.secret, for: item, options).add) }
-            }
-        case .replace:
-            switch candidate.item {
-            case .generic(let item):
-                let (_, query, changes) = saveQueries(candidate.secret, for: item, options)
-                try run { try store.update(query, with: changes) }
-            case .internet(let item):
-                let (_, query, changes) = saveQueries(candidate.secret, for: item, options)
-                try run { try store.update(query, with: changes) }
-            }
-        case .unchanged, .conflict:
-            break
+        case .add: try run { _ = try store.add(add) }
+        case .replace: try run { try store.update(query, with: changes) }
+        case .unchanged, .conflict: break
         }
     }
 
-    func attributes(of item: ImportTarget) throws -> ItemAttributes? {
-        switch item {
-        case .generic(let item): try attributes(for: item)
-        case .internet(let item): try attributes(for: item)
-        }
-    }
+    func attributes(of item: ImportTarget) throws -> ItemAttributes? { try attributes(for: item.keychainItem) }
 
-    func secret(of item: ImportTarget) throws -> Data? {
-        switch item {
-        case .generic(let item): try data(for: item)
-        case .internet(let item): try data(for: item)
-        }
-    }
+    func secret(of item: ImportTarget) throws -> Data? { try data(for: item.keychainItem) }
 
     /// Whether the legacy item is the target item itself (same class and primary key): then there is nothing to
     /// move, and deleting it would delete the import.
     static func isSameItem(_ legacy: KeychainQuery, as candidate: ImportCandidate, in target: Keychain) -> Bool {
-        let identity: KeychainQuery
-        switch candidate.item {
-        case .generic(let item): identity = target.identity(of: item, target.options)
-        case .internet(let item): identity = target.identity(of: item, target.options)
-        }
+        let identity = target.identity(of: candidate.item.keychainItem, target.options)
         guard legacy[Key.class]?.stringValue == identity[Key.class]?.stringValue else { return false }
         let keys = [Key.service, Key.account, Key.server, Key.protocol, Key.authenticationType, Key.path, Key.securityDomain]
         for key in keys where (legacy[key]?.textValue ?? "") != (identity[key]?.textValue ?? "") { return false }
