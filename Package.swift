@@ -52,7 +52,8 @@ let package = Package(
         .trait(name: "SecretService", description: "The freedesktop Secret Service as a keychain storage on Linux (libsecret)."),
         .trait(name: "SystemAuthentication", description: "LAContext on Linux backed by PAM (the login password) and fprintd (fingerprint readers): libpam0g-dev, libglib2.0-dev."),
         .trait(name: "TPM", description: "The TPM 2.0 as the Secure Enclave on Linux (kSecAttrTokenIDSecureEnclave keys, CryptoKit's SecureEnclave, TPM-sealed keychain files): libtss2-dev."),
-        .default(enabledTraits: ["SecretService", "SystemAuthentication", "TPM"]),
+        .trait(name: "Etcd", description: "An etcd cluster as an end-to-end encrypted keychain storage shared by a fleet (etcd://host:port,…/NAME), over etcd's JSON gateway with AsyncHTTPClient."),
+        .default(enabledTraits: ["SecretService", "SystemAuthentication", "TPM", "Etcd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
@@ -64,6 +65,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         // NIOCore / NIOPosix by name (KeystonePinning, the TLS test server); swift-nio-ssl pulls it in anyway.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        // The etcd storage's HTTP client (etcd's v3 JSON gateway), with TLS and connection pooling.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
@@ -95,12 +98,34 @@ let package = Package(
         .target(name: "SystemAuthentication", dependencies: [
             "KeychainEngine", "CPAM", "CFprintd", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
-        // The encrypted keychain file: Linux's default keychain storage.
-        .target(name: "KeychainFile", dependencies: [
-            "KeychainEngine", "CSQLite",
+        // What the encrypted storages share: the master key and the keys derived from it, the password and Secure
+        // Enclave protectors, row sealing and digests, the kernel-keyring unlock cache. Used by the keychain file and etcd.
+        .target(name: "KeychainSealing", dependencies: [
+            "KeychainEngine",
             .target(name: "CKeyring", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
+        ], swiftSettings: settings),
+        // The encrypted keychain file: Linux's default keychain storage.
+        .target(name: "KeychainFile", dependencies: [
+            "KeychainEngine", "KeychainSealing", "CSQLite",
+            .target(name: "CKeyring", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ], swiftSettings: settings),
+
+        // An etcd cluster as a keychain storage: etcd's v3 API through its JSON gateway (AsyncHTTPClient), rows sealed
+        // as in the keychain file, add and update as compare-and-swap transactions.
+        .target(name: "KeychainEtcd", dependencies: [
+            "KeychainEngine", "KeychainSealing",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: settings),
 
         // Apple's Keychain Services API. On Apple platforms it re-exports Security.
@@ -110,6 +135,7 @@ let package = Package(
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
             .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["Etcd"])),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
             // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
             // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
@@ -201,6 +227,8 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
             // `keystone pin`: the chain a TLS server presents (swift-nio-ssl), and SPKI pins of certificates.
             .target(name: "KeystonePinning", condition: .when(platforms: linuxOnly)),
+            // etcd keychains (`etcd://…` as the keychain argument) and doctor's etcd section.
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["Etcd"])),
         ], swiftSettings: settings),
 
         // A child process for the keychain file's crash and multi-process tests.
@@ -224,6 +252,9 @@ let package = Package(
             "Swtpm",
             .target(name: "KeychainTPM", condition: .when(platforms: [.linux], traits: ["TPM"])),
             .target(name: "CTPMBaseline", condition: .when(platforms: [.linux], traits: ["TPM"])),
+            // `keystone-benchmarks etcd`: SecItem on an etcd keychain against raw puts and gets, on a private 3-member cluster.
+            "EtcdCluster",
+            .target(name: "KeychainEtcd", condition: .when(platforms: [.linux], traits: ["Etcd"])),
         ], swiftSettings: settings),
         // The Secret Service benchmark's baseline: plain libsecret calls from C (not part of Keystone).
         .target(name: "CLibSecretBaseline", dependencies: ["CLibSecret"], path: "Sources/CLibSecretBaseline"),
@@ -257,6 +288,13 @@ let package = Package(
         .target(name: "ProcessWatchdog", path: "Tests/ProcessWatchdog", swiftSettings: settings),
         // A real software TPM (swtpm) per test, for every target that tests against a TPM.
         .target(name: "Swtpm", dependencies: ["ProcessWatchdog"], path: "Tests/Swtpm", swiftSettings: settings),
+        // A real etcd cluster (Debian's etcd-server) on 127.0.0.1 ports, its data under a temporary directory, for tests
+        // and benchmarks: members killed and restarted, TLS with client certificates, user authentication.
+        .target(name: "EtcdCluster", dependencies: ["ProcessWatchdog"], path: "Tests/EtcdCluster", swiftSettings: settings),
+        .testTarget(name: "KeychainEtcdTests", dependencies: [
+            "KeychainEngine", "KeychainSealing", "EtcdCluster", "KeychainServices",
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
         // A real, private Secret Service (its own dbus-daemon and gnome-keyring-daemon) for tests and benchmarks.
         .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",
                 swiftSettings: settings),
@@ -291,7 +329,8 @@ let package = Package(
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [
-            "KeychainEngine", "KeychainFile",
+            "KeychainEngine", "KeychainFile", "EtcdCluster",
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly)),
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
             "SecretServiceDaemon",
         ], swiftSettings: settings),

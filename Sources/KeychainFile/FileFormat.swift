@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import KeychainEngine
+import KeychainSealing
 
 /// The keychain file's format: its header and its tables.
 ///
@@ -28,9 +29,6 @@ enum FileFormat {
     /// The newest format this version reads.
     static let newestReadable: Int64 = sealedVersion
     static let magic = "keystone-keychain"
-    static let masterAAD = Data("keystone-master-v1".utf8)
-    /// A wrapped master key: 12-byte nonce, 32-byte key, 16-byte tag.
-    static let wrappedMasterLength = 60
     static let fileIDLength = 16
     /// Pages written to the write-ahead log before SQLite copies them into the file.
     static let checkpointPages = 256
@@ -130,7 +128,7 @@ struct Header: Equatable {
                 throw invalid("key-derivation parameters")
             }
             try kdf.validate()
-            guard let wrapped = values["master"], wrapped.count == FileFormat.wrappedMasterLength else { throw invalid("wrapped master key") }
+            guard let wrapped = values["master"], wrapped.count == PasswordProtector.wrappedLength else { throw invalid("wrapped master key") }
             guard let empty = values["empty"], empty == Data("0".utf8) || empty == Data("1".utf8) else { throw invalid("password flag") }
             password = PasswordProtector(kdf: kdf, wrappedMaster: wrapped, isEmpty: empty == Data("1".utf8))
         }
@@ -144,7 +142,7 @@ struct Header: Equatable {
             guard let key = values["sealed-key"], (1...SealedProtector.maximumKeyLength).contains(key.count) else { throw invalid("sealed token key") }
             guard let ephemeral = values["sealed-ephemeral"], ephemeral.count == 65,
                   (try? P256.KeyAgreement.PublicKey(x963Representation: ephemeral)) != nil else { throw invalid("sealed ephemeral key") }
-            guard let wrapped = values["sealed-master"], wrapped.count == FileFormat.wrappedMasterLength else { throw invalid("sealed master key") }
+            guard let wrapped = values["sealed-master"], wrapped.count == PasswordProtector.wrappedLength else { throw invalid("sealed master key") }
             sealed = SealedProtector(tokenKey: key, ephemeralPublicKey: ephemeral, wrappedMaster: wrapped)
         } else if sealedFields.contains(where: { values[$0] != nil }) {
             // Sealed fields in an older format: the version was edited down (to make older Keystones read it).

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import KeychainEngine
+import KeychainSealing
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -298,7 +299,7 @@ extension KeychainFile {
         if let db = try? SQLiteConnection(path: path, create: false),
            let header = try? Header.read(from: db), let fileID = header.fileID,
            let identity = FileIdentity(path: path, fileID: fileID) {
-            KeyringCache(identity: identity).remove()
+            KeyringCache(file: identity).remove()
         }
         guard unlink(path) == 0 else {
             throw EngineError(Status.wrPerm, "cannot delete \(path): \(String(cString: strerror(errno)))")

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainEngine
+import KeychainSealing
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import KeychainEngine
+import KeychainSealing
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -206,7 +207,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
 
     /// The unlock cache of this file, when it has an identity (format 2, or a version 1 file once unlocked).
     var keyring: KeyringCache? {
-        header.fileID.map { KeyringCache(identity: FileIdentity(device: device, inode: inode, fileID: $0)) }
+        header.fileID.map { KeyringCache(file: FileIdentity(device: device, inode: inode, fileID: $0)) }
     }
 
     /// Changes the lock settings; the cached keys' expiry follows.

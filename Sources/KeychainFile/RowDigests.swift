@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import KeychainEngine
+import KeychainSealing
 
 // The digest columns of a keychain file's rows (`pk` and `d_…`: HMAC-SHA256 under the file's index key, what
 // searches bind) and the associated data that binds a row's sealed columns to them.
@@ -29,46 +30,11 @@ extension KeychainFile {
     }
 
     private func makeDigest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>, byBytes: Bool) -> Data {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        bytes.append(contentsOf: cls.rawValue.utf8)
-        bytes.append(0)
-        bytes.append(contentsOf: attribute.utf8)
-        bytes.append(0)
-        Self.writeMatchForm(value, of: attribute, in: cls, byBytes: byBytes, to: &bytes)
-        return Sealing.digest(bytes, mac: index)
-    }
-
-    /// Writes the form of `value` that digests compare.
-    ///
-    /// Format 3: a blob attribute (``AttributeType/blob``: account, service, label, a key's tag…) is compared
-    /// by its bytes, as Apple's keychain compares the SHA-1 of those bytes: Data holding valid UTF-8 is written
-    /// as the String it spells, so `"alice"` and `Data("alice".utf8)` have one digest and collide as primary
-    /// keys. (Strings keep the encoding formats 1 and 2 gave them, so string digests did not change.)
-    /// Formats 1 and 2 wrote every value with its own type.
-    static func writeMatchForm(_ value: AttributeValue, of attribute: String, in cls: ItemClass, byBytes: Bool, to bytes: inout [UInt8]) {
-        if byBytes, case .data(let d) = value, ClassSchema.of(cls).attributes[attribute]?.type == .blob,
-           let text = String(data: d, encoding: .utf8) {
-            RowCodec.write(.string(text), to: &bytes)
-        } else {
-            RowCodec.write(value, to: &bytes)
-        }
+        RowDigest.attribute(cls, attribute, value, mac: index, byBytes: byBytes)
     }
 
     private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Data {
-        let schema = ClassSchema.of(cls)
-        let byBytes = Self.matchesBlobsByBytes(version: version)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(256)
-        bytes.append(contentsOf: cls.rawValue.utf8)
-        bytes.append(0)
-        bytes.append(contentsOf: "pk".utf8)
-        for key in schema.primaryKey {
-            bytes.append(0)
-            bytes.append(contentsOf: key.utf8)
-            Self.writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: byBytes, to: &bytes)
-        }
-        return Sealing.digest(bytes, mac: index)
+        RowDigest.primaryKey(cls, attributes, mac: index, byBytes: Self.matchesBlobsByBytes(version: version))
     }
 
     /// The `pk` digest of a search naming the whole primary key.

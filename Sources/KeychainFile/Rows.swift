@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import KeychainEngine
+import KeychainSealing
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -150,16 +151,13 @@ extension KeychainFile {
 
     private func decrypt(_ cls: ItemClass, rowID: Int64, _ row: RowColumns, keys: KeySet) -> Candidate {
         guard let protection = ProtectionClass(rawValue: row.pclass) else { return Self.damaged(cls, rowID, "protection class") }
-        guard let classKey = keys.classKeys[protection] else { return unavailable(cls, rowID) }
         let aad = self.aad(cls, row.pclass, row.pk, digests: row.digests, rowID: rowID, version: header.version)
         let item: StoredItem
-        do {
-            let itemKey = SymmetricKey(data: try Sealing.open(row.wrapped, key: classKey, aad: aad))
-            item = try RowCodec.decode(try Sealing.open(row.payload, key: itemKey, aad: aad), itemClass: cls, rowID: rowID)
-        } catch {
-            return Self.damaged(cls, rowID, "authentication")
+        switch SealedItem(protection: protection, wrappedKey: row.wrapped, payload: row.payload).open(itemClass: cls, rowID: rowID, keys: keys, aad: aad) {
+        case .locked: return unavailable(cls, rowID)
+        case .damaged(let reason): return Self.damaged(cls, rowID, reason)
+        case .item(let opened): item = opened
         }
-        guard ProtectionClass(item.accessibility) == protection else { return Self.damaged(cls, rowID, "accessibility") }
         if header.version < 2 {
             // Format 1 did not seal the digest columns: check them against the decrypted attributes.
             let expected = digests(of: cls, item.attributes, keys.indexMAC, version: header.version)
@@ -216,18 +214,11 @@ extension KeychainFile {
     // MARK: - Writing rows
 
     private func sealed(_ item: StoredItem, rowID: Int64, keys: KeySet, version: Int64) throws -> (Digests, String, Data, Data) {
-        let protection = ProtectionClass(item.accessibility)
-        guard let classKey = keys.classKeys[protection] else {
-            throw EngineError.interactionNotAllowed("the item's protection class is locked")
-        }
         let digests = digests(of: item.itemClass, item.attributes, keys.indexMAC, version: version)
-        let aad = self.aad(item.itemClass, protection.rawValue, digests.pk, digests: digests.columns, rowID: rowID, version: version)
-        let itemKey = SymmetricKey(size: .bits256)
-        let wrapped = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: aad)
-        var stored = item
-        stored.rowID = 0
-        let payload = try Sealing.seal(RowCodec.encode(stored), key: itemKey, aad: aad)
-        return (digests, protection.rawValue, wrapped, payload)
+        let sealed = try SealedItem(sealing: item, keys: keys) { protection in
+            self.aad(item.itemClass, protection.rawValue, digests.pk, digests: digests.columns, rowID: rowID, version: version)
+        }
+        return (digests, sealed.protection.rawValue, sealed.wrappedKey, sealed.payload)
     }
 
     /// The row id the next insert into `cls` gets (AUTOINCREMENT: one more than any id ever used).

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import KeychainEngine
+import KeychainSealing
 
 // The only file that touches SQLite's C API.
 

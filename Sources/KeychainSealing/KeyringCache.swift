@@ -6,52 +6,25 @@ import CKeyring
 import Glibc
 #endif
 
-/// Which file a keychain is: device and inode of the file, and the random id stored in its header.
-///
-/// The unlock cache is keyed by this identity, never by a path: a symbolic link, a relative path, or another
-/// keychain later put at the same path never meets cached keys of another file.
-struct FileIdentity: Hashable {
-    var device: UInt64
-    var inode: UInt64
-    var fileID: Data
-
-    init(device: UInt64, inode: UInt64, fileID: Data) {
-        self.device = device
-        self.inode = inode
-        self.fileID = fileID
-    }
-
-    /// The identity of the file at `path`, with the header's `fileID`; nil when there is no file.
-    init?(path: String, fileID: Data) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        self.fileID = fileID
-    }
-}
-
 /// Unlocked keys cached in the Linux kernel user keyring, so later processes start unlocked.
 ///
 /// Two entries per keychain: the full key set (expiring with the keychain's auto-lock timeout, and at the latest
 /// after ``lifetime``) and the after-first-unlock set (class C and D keys, expiring after ``lifetime``). Entries
-/// are named by a digest of the file's ``FileIdentity``, never by its path; the keys read back are used only
-/// when they pass the header's key check (``KeySet/check(fileID:)``).
+/// are named by a digest of the keychain's identity (for a file: device, inode and the random id in its header;
+/// for an etcd keychain: the cluster, the name and its random id), never by a path or a name alone; the keys read
+/// back are used only when they pass the keychain's key check (``KeySet/check(fileID:)``).
 ///
 /// - Important: Code running as the same user can read these entries while they live. `lock-keychain` and
 ///   `delete-keychain` remove them.
-struct KeyringCache {
+package struct KeyringCache: Sendable {
     /// The longest any entry lives: 12 hours, as a login session.
-    static let lifetime: TimeInterval = 12 * 3600
+    package static let lifetime: TimeInterval = 12 * 3600
 
-    private(set) var base: String
+    package var base: String
 
-    init(identity: FileIdentity) {
-        var bytes = Data("keystone-cache-v2".utf8)
-        withUnsafeBytes(of: identity.device.bigEndian) { bytes.append(contentsOf: $0) }
-        withUnsafeBytes(of: identity.inode.bigEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(identity.fileID)
-        base = "keystone:" + SHA256.hash(data: bytes).prefix(16).map { String(format: "%02x", $0) }.joined()
+    /// The cache of the keychain whose identity is `identity`: bytes that name exactly one keychain.
+    package init(identity: Data) {
+        base = "keystone:" + SHA256.hash(data: Data("keystone-cache-v2".utf8) + identity).prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
     private func description(full: Bool) -> String { base + (full ? ":full" : ":afu") }
@@ -62,7 +35,7 @@ struct KeyringCache {
     ///   keyring quota, `EDQUOT`, or memory). Where the keyring does not exist at all (`ENOSYS`, or `EPERM`/`EACCES`
     ///   in a container that forbids `keyctl`) nothing is cached and nothing is thrown: each process unlocks
     ///   for itself there, and a warning is logged.
-    func store(_ keys: KeySet, unlockedAt: Date, timeout: TimeInterval?, full: Bool) throws {
+    package func store(_ keys: KeySet, unlockedAt: Date, timeout: TimeInterval?, full: Bool) throws {
         #if os(Linux)
         var payload = Data()
         RowCodec.writeInt(unlockedAt.timeIntervalSince1970.bitPattern, to: &payload)
@@ -85,7 +58,7 @@ struct KeyringCache {
     }
 
     /// The keys and unlock date stored in the entry, if it exists and parses.
-    func load(full: Bool) -> (KeySet, Date)? {
+    package func load(full: Bool) -> (KeySet, Date)? {
         #if os(Linux)
         let serial = ckeyring_search(description(full: full))
         guard serial > 0 else { return nil }
@@ -104,7 +77,7 @@ struct KeyringCache {
 
     /// Whether this process can use the kernel keyring: a search for an entry that does not exist answers
     /// "no such key" where the keyring works, and "not implemented" or "permission denied" where it does not.
-    static var isAvailable: Bool {
+    package static var isAvailable: Bool {
         #if os(Linux)
         if ckeyring_search("keystone:probe") > 0 { return true }
         let code = errno
@@ -115,23 +88,12 @@ struct KeyringCache {
     }
 
     /// Removes the full entry (the after-first-unlock entry stays).
-    func removeFull() { remove(full: true) }
+    package func removeFull() { remove(full: true) }
 
     /// Removes both entries.
-    func remove() {
+    package func remove() {
         remove(full: true)
         remove(full: false)
-    }
-
-    /// Removes the entries format 1 keychains were cached under (named by a digest of the file's path), so an
-    /// upgraded keychain leaves none behind.
-    static func removeLegacyEntries(path: String) {
-        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
-        let absolute = URL(fileURLWithPath: real).standardizedFileURL.path
-        let digest = SHA256.hash(data: Data(absolute.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
-        var legacy = KeyringCache(identity: FileIdentity(device: 0, inode: 0, fileID: Data()))
-        legacy.base = "keystone:\(digest)"
-        legacy.remove()
     }
 
     private func remove(full: Bool) {

@@ -2,29 +2,34 @@ import Crypto
 import Foundation
 import KeychainEngine
 
-// What protects a keychain file's master key: a password (scrypt), a Secure Enclave token (on Linux the TPM), or
+// What protects an encrypted keychain's master key (a keychain file's, an etcd keychain's): a password (scrypt), a Secure Enclave token (on Linux the TPM), or
 // both. Each protector holds its own sealed copy of the same master key; either one opens the file.
 
 /// The master key sealed under a key derived from the keychain password (scrypt, ``KDFParameters``).
 ///
-/// Header fields: `kdf` (the scrypt parameters, JSON), `master` (``FileFormat/wrappedMasterLength`` bytes:
-/// AES-GCM of the master key under the derived key, authenticating ``FileFormat/masterAAD``) and `empty` (whether
+/// Header fields: `kdf` (the scrypt parameters, JSON), `master` (``PasswordProtector/wrappedLength`` bytes:
+/// AES-GCM of the master key under the derived key, authenticating ``masterAAD``) and `empty` (whether
 /// the password is empty).
-struct PasswordProtector: Equatable {
-    var kdf: KDFParameters
-    var wrappedMaster: Data
-    var isEmpty: Bool
+package struct PasswordProtector: Equatable, Sendable {
+    /// What the wrapped master key authenticates.
+    package static let masterAAD = Data("keystone-master-v1".utf8)
+    /// The length of a wrapped master key: a 12-byte nonce, the 32-byte key, a 16-byte tag.
+    package static let wrappedLength = 60
+
+    package var kdf: KDFParameters
+    package var wrappedMaster: Data
+    package var isEmpty: Bool
 
     /// Seals `master` under a key derived from `password` with today's scrypt parameters.
     ///
     /// - Throws: `errSecAllocate` when scrypt fails.
-    init(sealing master: SymmetricKey, password: String) throws {
+    package init(sealing master: SymmetricKey, password: String) throws {
         let kdf = KDFParameters.current()
-        let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: FileFormat.masterAAD)
+        let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: PasswordProtector.masterAAD)
         self.init(kdf: kdf, wrappedMaster: wrapped, isEmpty: password.isEmpty)
     }
 
-    init(kdf: KDFParameters, wrappedMaster: Data, isEmpty: Bool) {
+    package init(kdf: KDFParameters, wrappedMaster: Data, isEmpty: Bool) {
         self.kdf = kdf
         self.wrappedMaster = wrappedMaster
         self.isEmpty = isEmpty
@@ -33,9 +38,9 @@ struct PasswordProtector: Equatable {
     /// The master key, when `password` is the keychain's.
     ///
     /// - Throws: `errSecAuthFailed` for a wrong password; `errSecInvalidKeychain` for scrypt parameters out of range.
-    func unwrap(_ password: String) throws -> SymmetricKey {
+    package func unwrap(_ password: String) throws -> SymmetricKey {
         let derived = try kdf.deriveKey(password)
-        guard let bytes = try? Sealing.open(wrappedMaster, key: derived, aad: FileFormat.masterAAD), bytes.count == 32 else {
+        guard let bytes = try? Sealing.open(wrappedMaster, key: derived, aad: PasswordProtector.masterAAD), bytes.count == 32 else {
             throw EngineError(Status.authFailed, "wrong keychain password")
         }
         return SymmetricKey(data: bytes)
@@ -57,7 +62,7 @@ struct PasswordProtector: Equatable {
 /// Header fields (format 4): `sealed-scheme` (``scheme``; another value is `errSecWrongSecVersion`),
 /// `sealed-key` (the token's data representation of its key: for a TPM, the key wrapped by that TPM's storage
 /// key), `sealed-ephemeral` (the ephemeral public key, ANSI X9.63, 65 bytes) and `sealed-master` (the sealed
-/// master key, ``FileFormat/wrappedMasterLength`` bytes).
+/// master key, ``PasswordProtector/wrappedLength`` bytes).
 ///
 /// - Important: The token key has no authorization of its own (see `TPMDevice`): whoever can run code as a user
 ///   allowed to use the TPM, and can read the file, can open a keychain sealed without a password. Sealing binds
@@ -65,21 +70,21 @@ struct PasswordProtector: Equatable {
 ///   does not protect it from code running on that machine. Clearing the TPM (or replacing the machine, or a
 ///   firmware update that resets the TPM) destroys the token key, and with it the keychain, unless the file also
 ///   has a recovery password.
-struct SealedProtector: Equatable {
+package struct SealedProtector: Equatable, Sendable {
     /// The only sealing scheme so far: ECDH P-256 in the token, HKDF-SHA256, AES-256-GCM.
-    static let scheme = "p256-ecdh-hkdf-sha256-aes-gcm-v1"
-    static let hkdfLabel = Data("keystone-sealed-master-v1".utf8)
+    package static let scheme = "p256-ecdh-hkdf-sha256-aes-gcm-v1"
+    package static let hkdfLabel = Data("keystone-sealed-master-v1".utf8)
     /// The longest token key representation a header may hold (a TPM's is about 250 bytes).
-    static let maximumKeyLength = 4096
+    package static let maximumKeyLength = 4096
 
     /// The token's data representation of its key-agreement key.
-    var tokenKey: Data
+    package var tokenKey: Data
     /// The ephemeral public key, ANSI X9.63 (65 bytes).
-    var ephemeralPublicKey: Data
+    package var ephemeralPublicKey: Data
     /// The sealed master key: 12-byte nonce, 32-byte key, 16-byte tag.
-    var wrappedMaster: Data
+    package var wrappedMaster: Data
 
-    init(tokenKey: Data, ephemeralPublicKey: Data, wrappedMaster: Data) {
+    package init(tokenKey: Data, ephemeralPublicKey: Data, wrappedMaster: Data) {
         self.tokenKey = tokenKey
         self.ephemeralPublicKey = ephemeralPublicKey
         self.wrappedMaster = wrappedMaster
@@ -90,7 +95,7 @@ struct SealedProtector: Equatable {
     /// Blocks while the token works (milliseconds to a second on a hardware TPM).
     /// - Throws: the token's `EngineError`: `errSecUnimplemented` (no such hardware), `errSecNotAvailable`
     ///   (unreachable), `errSecInternalComponent` (it refused).
-    init(sealing master: SymmetricKey, to token: any SecureEnclaveToken, fileID: Data) throws {
+    package init(sealing master: SymmetricKey, to token: any SecureEnclaveToken, fileID: Data) throws {
         let key = try token.createKey(.keyAgreement)
         let tokenPublic: P256.KeyAgreement.PublicKey
         do {
@@ -114,7 +119,7 @@ struct SealedProtector: Equatable {
     ///   `errSecUnimplemented` (this machine has no such hardware), `errSecDecode` (the key belongs to another
     ///   token — another machine, or a TPM cleared since — or the sealed fields were edited); any other status the
     ///   token failed with (`errSecInternalComponent`: the TPM refused for a reason of its own), with its reason.
-    func unseal(with token: (any SecureEnclaveToken)?, fileID: Data) throws -> SymmetricKey {
+    package func unseal(with token: (any SecureEnclaveToken)?, fileID: Data) throws -> SymmetricKey {
         guard let token else {
             throw EngineError(Status.notAvailable, "the keychain is sealed to a TPM (Secure Enclave) and no token was given to open it: pass one (KeychainServicesDefaults.secureEnclave), or check KEYSTONE_SECURE_ENCLAVE is not none")
         }
@@ -143,7 +148,7 @@ struct SealedProtector: Equatable {
     }
 
     /// The error of a keychain this token cannot unseal.
-    static func sealedElsewhere(_ detail: String) -> EngineError {
+    package static func sealedElsewhere(_ detail: String) -> EngineError {
         EngineError(Status.decode, "sealed to another TPM; the keychain cannot be opened here (or its header was damaged): \(clause(detail)). The file was left as it is; open it on the machine that created it, or unlock it with its recovery password if it has one")
     }
 
@@ -155,7 +160,7 @@ struct SealedProtector: Equatable {
 }
 
 /// A reason without its final full stop, to be embedded in a sentence.
-func clause(_ reason: String) -> String {
+package func clause(_ reason: String) -> String {
     var text = Substring(reason)
     while let last = text.last, last == "." || last == " " { text = text.dropLast() }
     return String(text)

@@ -8,32 +8,32 @@ import KeychainEngine
 /// The header is not secret and not authenticated before the password is known, so every value read from a
 /// file is checked against ``limits`` before any arithmetic: a planted or damaged header is
 /// `errSecInvalidKeychain`, never a trap, an overflow or a multi-gigabyte allocation.
-struct KDFParameters: Codable, Hashable {
-    var rounds: Int
-    var blockSize: Int
-    var parallelism: Int
-    var salt: Data
+package struct KDFParameters: Codable, Hashable, Sendable {
+    package var rounds: Int
+    package var blockSize: Int
+    package var parallelism: Int
+    package var salt: Data
 
     /// What a header may hold: N a power of two in 2^10…2^22, r in 1…32, p in 1…16, a salt of 16…64 bytes,
     /// and at most 256 MiB of scrypt memory (128·N·r·p; today's parameters use 32 MiB), so an edited header
     /// cannot make an unlock exhaust memory.
-    enum Limits {
-        static let rounds = (1 << 10)...(1 << 22)
-        static let blockSize = 1...32
-        static let parallelism = 1...16
-        static let saltLength = 16...64
-        static let memory = 1 << 28
+    package enum Limits {
+        package static let rounds = (1 << 10)...(1 << 22)
+        package static let blockSize = 1...32
+        package static let parallelism = 1...16
+        package static let saltLength = 16...64
+        package static let memory = 1 << 28
     }
 
     /// Today's parameters: N = 2^15, r = 8, p = 1 (32 MiB, tens of milliseconds).
-    static func current() -> KDFParameters {
+    package static func current() -> KDFParameters {
         KDFParameters(rounds: 1 << 15, blockSize: 8, parallelism: 1, salt: randomBytes(16))
     }
 
     /// Checks every value against ``Limits``.
     ///
     /// - Throws: `EngineError` with `errSecInvalidKeychain` naming the field out of range.
-    func validate() throws {
+    package func validate() throws {
         func bad(_ what: String) -> EngineError {
             EngineError(Status.invalidKeychain, "the keychain header's key-derivation \(what) is out of range")
         }
@@ -48,7 +48,7 @@ struct KDFParameters: Codable, Hashable {
     /// Derives the key that wraps the master key.
     ///
     /// - Throws: `errSecInvalidKeychain` for parameters out of range; `errSecAllocate` when scrypt fails.
-    func deriveKey(_ password: String) throws -> SymmetricKey {
+    package func deriveKey(_ password: String) throws -> SymmetricKey {
         try validate()
         do {
             return try KDF.Scrypt.deriveKey(from: Data(password.utf8), salt: salt, outputByteCount: 32,
@@ -60,10 +60,10 @@ struct KDFParameters: Codable, Hashable {
     }
 
     /// Whether these parameters are weaker than today's: then unlocking re-wraps with new ones.
-    var isOutdated: Bool { rounds < KDFParameters.current().rounds }
+    package var isOutdated: Bool { rounds < KDFParameters.current().rounds }
 }
 
-func randomBytes(_ count: Int) -> Data {
+package func randomBytes(_ count: Int) -> Data {
     var generator = SystemRandomNumberGenerator()
     return Data((0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
 }

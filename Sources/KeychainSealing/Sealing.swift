@@ -3,7 +3,7 @@ import Foundation
 import KeychainEngine
 
 /// The protection class of a row, as Apple's data-protection classes: which key seals it.
-enum ProtectionClass: String, CaseIterable {
+package enum ProtectionClass: String, CaseIterable, Sendable {
     /// `whenUnlocked`, `whenUnlockedThisDeviceOnly`, `whenPasscodeSetThisDeviceOnly`: only while unlocked.
     case a = "A"
     /// `afterFirstUnlock*`: also while locked after a first unlock.
@@ -11,7 +11,7 @@ enum ProtectionClass: String, CaseIterable {
     /// `always*`: whenever the keychain has been unlocked once in this session.
     case d = "D"
 
-    init(_ accessibility: Accessibility) {
+    package init(_ accessibility: Accessibility) {
         switch accessibility {
         case .whenUnlocked, .whenUnlockedThisDeviceOnly, .whenPasscodeSetThisDeviceOnly: self = .a
         case .afterFirstUnlock, .afterFirstUnlockThisDeviceOnly: self = .c
@@ -21,16 +21,16 @@ enum ProtectionClass: String, CaseIterable {
 }
 
 /// AES-GCM sealing and HMAC digests.
-enum Sealing {
-    static func seal(_ plaintext: Data, key: SymmetricKey, aad: Data) throws -> Data {
+package enum Sealing {
+    package static func seal(_ plaintext: Data, key: SymmetricKey, aad: Data) throws -> Data {
         try AES.GCM.seal(plaintext, using: key, authenticating: aad).combined!
     }
 
-    static func open(_ combined: Data, key: SymmetricKey, aad: Data) throws -> Data {
+    package static func open(_ combined: Data, key: SymmetricKey, aad: Data) throws -> Data {
         try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
     }
 
-    static func digest<Bytes: DataProtocol>(_ bytes: Bytes, mac template: HMAC<SHA256>) -> Data {
+    package static func digest<Bytes: DataProtocol>(_ bytes: Bytes, mac template: HMAC<SHA256>) -> Data {
         var mac = template
         mac.update(data: bytes)
         return Data(mac.finalize())

@@ -3,18 +3,19 @@ import Foundation
 import KeychainEngine
 
 /// The keys an unlocked keychain holds, derived from its master key.
-struct KeySet {
+package struct KeySet: @unchecked Sendable {
+    // @unchecked Sendable: SymmetricKey and HMAC are values; a KeySet is copied, never shared mutably.
     /// The master key: present only while fully unlocked (needed to re-wrap on a password change).
-    var master: SymmetricKey?
-    var classKeys: [ProtectionClass: SymmetricKey]
+    package var master: SymmetricKey?
+    package var classKeys: [ProtectionClass: SymmetricKey]
     /// The key of the primary-key digests (HMAC-SHA256): present whenever any class key is.
-    var index: SymmetricKey {
+    package var index: SymmetricKey {
         didSet { indexMAC = HMAC<SHA256>(key: index) }
     }
     /// An HMAC keyed with `index`, copied for each digest (keying an HMAC costs more than using it).
-    private(set) var indexMAC: HMAC<SHA256>
+    package private(set) var indexMAC: HMAC<SHA256>
 
-    init(master: SymmetricKey) {
+    package init(master: SymmetricKey) {
         self.master = master
         var keys: [ProtectionClass: SymmetricKey] = [:]
         for cls in ProtectionClass.allCases { keys[cls] = Self.derive(master, "class-\(cls.rawValue)") }
@@ -24,7 +25,7 @@ struct KeySet {
         indexMAC = HMAC<SHA256>(key: index)
     }
 
-    init(classKeys: [ProtectionClass: SymmetricKey], index: SymmetricKey) {
+    package init(classKeys: [ProtectionClass: SymmetricKey], index: SymmetricKey) {
         self.master = nil
         self.classKeys = classKeys
         self.index = index
@@ -38,23 +39,23 @@ struct KeySet {
     /// A check value proving these keys belong to the keychain whose header holds `fileID`: an HMAC under the
     /// index key (present in every non-empty key set). The header stores it, so keys from the unlock cache are
     /// verified against the file before they are used.
-    func check(fileID: Data) -> Data {
+    package func check(fileID: Data) -> Data {
         Sealing.digest(Data("keystone-keycheck-v1".utf8) + fileID, mac: indexMAC)
     }
 
     /// The keys that stay after locking: class C and D and the index key (Apple: locked after first unlock).
-    var afterFirstUnlock: KeySet {
+    package var afterFirstUnlock: KeySet {
         KeySet(classKeys: classKeys.filter { $0.key != .a }, index: index)
     }
 
-    var lockState: LockState {
+    package var lockState: LockState {
         if classKeys[.a] != nil { return .unlocked }
         return .lockedAfterFirstUnlock
     }
 
     // MARK: Serialisation for the kernel keyring cache
 
-    func serialized() -> Data {
+    package func serialized() -> Data {
         var out = Data()
         out.append(master == nil ? 0 : 1)
         if let master { out.append(master.withUnsafeBytes { Data($0) }) }
@@ -65,7 +66,7 @@ struct KeySet {
         return out
     }
 
-    init?(serialized data: Data) {
+    package init?(serialized data: Data) {
         var bytes = [UInt8](data)[...]
         func take(_ n: Int) -> Data? {
             guard bytes.count >= n else { return nil }

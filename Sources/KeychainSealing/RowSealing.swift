@@ -1,0 +1,117 @@
+import Crypto
+import Foundation
+import KeychainEngine
+
+// A sealed row, as the encrypted storages (the keychain file, etcd) keep it: digests of the primary-key values that
+// searches compare without decrypting, and the item sealed under a key of its own, wrapped by its class key.
+
+/// HMAC-SHA256 digests of primary-key values under a keychain's index key: what an encrypted storage indexes and
+/// searches by, so that it shows no service, account, server or label.
+package enum RowDigest {
+    /// The digest of one primary-key attribute's value.
+    ///
+    /// `byBytes`: a blob attribute holding valid UTF-8 Data is digested as the String it spells (Apple compares blob
+    /// attributes by their bytes), so `"alice"` and `Data("alice".utf8)` have one digest. False only for keychain
+    /// files of formats 1 and 2, which digested every value with its own type.
+    package static func attribute(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, mac: HMAC<SHA256>, byBytes: Bool = true) -> Data {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: attribute.utf8)
+        bytes.append(0)
+        writeMatchForm(value, of: attribute, in: cls, byBytes: byBytes, to: &bytes)
+        return Sealing.digest(bytes, mac: mac)
+    }
+
+    /// The digest of a whole primary key (absent attributes count as their type's empty value).
+    package static func primaryKey(_ cls: ItemClass, _ attributes: [String: AttributeValue], mac: HMAC<SHA256>, byBytes: Bool = true) -> Data {
+        let schema = ClassSchema.of(cls)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: "pk".utf8)
+        for key in schema.primaryKey {
+            bytes.append(0)
+            bytes.append(contentsOf: key.utf8)
+            writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: byBytes, to: &bytes)
+        }
+        return Sealing.digest(bytes, mac: mac)
+    }
+
+    /// The digests of every primary-key attribute, in schema order.
+    package static func columns(_ cls: ItemClass, _ attributes: [String: AttributeValue], mac: HMAC<SHA256>) -> [Data] {
+        let schema = ClassSchema.of(cls)
+        return schema.primaryKey.map { key in
+            attribute(cls, key, attributes[key] ?? schema.attributes[key]!.type.emptyValue, mac: mac)
+        }
+    }
+
+    /// Writes the form of `value` that digests compare (see ``attribute(_:_:_:mac:byBytes:)``).
+    package static func writeMatchForm(_ value: AttributeValue, of attribute: String, in cls: ItemClass, byBytes: Bool, to bytes: inout [UInt8]) {
+        if byBytes, case .data(let d) = value, ClassSchema.of(cls).attributes[attribute]?.type == .blob,
+           let text = String(data: d, encoding: .utf8) {
+            RowCodec.write(.string(text), to: &bytes)
+        } else {
+            RowCodec.write(value, to: &bytes)
+        }
+    }
+}
+
+/// An item sealed for storage: its protection class, its own random key wrapped by the class key, and its
+/// attributes, secret and access control sealed under that key. Both seals authenticate the same associated data,
+/// which the storage makes of everything its index shows (class, row id, digests): a sealed row moved to another
+/// place in the index does not open.
+package struct SealedItem: Sendable, Hashable {
+    package var protection: ProtectionClass
+    package var wrappedKey: Data
+    package var payload: Data
+
+    package init(protection: ProtectionClass, wrappedKey: Data, payload: Data) {
+        self.protection = protection
+        self.wrappedKey = wrappedKey
+        self.payload = payload
+    }
+
+    /// Seals `item` (its row id is not sealed: the associated data binds it) under its protection class's key.
+    ///
+    /// `aad` is called with the item's protection class: the storages bind it too.
+    /// - Throws: `errSecInteractionNotAllowed` when that class's key is not held (the keychain is locked).
+    package init(sealing item: StoredItem, keys: KeySet, aad: (ProtectionClass) -> Data) throws {
+        let protection = ProtectionClass(item.accessibility)
+        guard let classKey = keys.classKeys[protection] else {
+            throw EngineError.interactionNotAllowed("the item's protection class is locked")
+        }
+        let associated = aad(protection)
+        let itemKey = SymmetricKey(size: .bits256)
+        var stored = item
+        stored.rowID = 0
+        self.protection = protection
+        wrappedKey = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: associated)
+        payload = try Sealing.seal(RowCodec.encode(stored), key: itemKey, aad: associated)
+    }
+
+    /// What opening a sealed item gave.
+    package enum Opened {
+        case item(StoredItem)
+        /// The class key is not held: the keychain is locked (for this class).
+        case locked
+        /// The item failed a check: the reason, never contents.
+        case damaged(String)
+    }
+
+    /// Opens the item and checks its accessibility belongs to its protection class.
+    package func open(itemClass: ItemClass, rowID: Int64, keys: KeySet, aad: Data) -> Opened {
+        guard let classKey = keys.classKeys[protection] else { return .locked }
+        let item: StoredItem
+        do {
+            let itemKey = SymmetricKey(data: try Sealing.open(wrappedKey, key: classKey, aad: aad))
+            item = try RowCodec.decode(try Sealing.open(payload, key: itemKey, aad: aad), itemClass: itemClass, rowID: rowID)
+        } catch {
+            return .damaged("authentication")
+        }
+        guard ProtectionClass(item.accessibility) == protection else { return .damaged("accessibility") }
+        return .item(item)
+    }
+}

@@ -1,0 +1,1 @@
+// The etcd test cluster.
