@@ -11,6 +11,9 @@ import SystemAuthentication
 #if canImport(KeychainTPM)
 import KeychainTPM
 #endif
+#if canImport(KeychainEtcd)
+import KeychainEtcd
+#endif
 
 /// The keychain the global `SecItem*` functions act on in this process.
 ///
@@ -167,7 +170,10 @@ public enum KeychainServicesDefaults {
     }
 
     /// The engine the environment selects:
-    /// - `KEYSTONE_KEYCHAIN` set: that keychain file (an explicit keychain wins);
+    /// - `KEYSTONE_KEYCHAIN` set: that keychain (an explicit keychain wins): a file path, or an etcd keychain
+    ///   (`etcd://host:port,host:port/NAME`, `etcds://…` for TLS: ``useEtcd(_:password:configuration:)``'s storage, opened, not
+    ///   created; it must have been made with `keystone create-keychain` and is unlocked by the unlock cache or by
+    ///   ``useEtcd(_:password:configuration:)``);
     /// - else `KEYSTONE_BACKEND`: `file` or unset, the default keychain file; `secret-service` or
     ///   `secret-service:COLLECTION`, the Secret Service (``useSecretService(_:configuration:)``'s storage, with
     ///   `KEYSTONE_SECRET_SERVICE_COMPATIBILITY` and `KEYSTONE_SECRET_SERVICE_TIMEOUT`); `memory`, a keychain in memory.
@@ -175,17 +181,21 @@ public enum KeychainServicesDefaults {
     /// - Throws: `EngineError`: `errSecParam` for an unknown `KEYSTONE_BACKEND`; the storage's own error when it
     ///   cannot be opened (`errSecNotAvailable` when the Secret Service cannot be reached, with what to start).
     public static func environmentEngine(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KeychainEngine {
-        if let path = environment["KEYSTONE_KEYCHAIN"], !path.isEmpty { return try fileEngine(at: path) }
+        if let path = environment["KEYSTONE_KEYCHAIN"], !path.isEmpty {
+            if let engine = try etcdEngine(path, environment) { return engine }
+            return try fileEngine(at: path)
+        }
         let backend = environment["KEYSTONE_BACKEND"] ?? ""
         switch backend {
         case "", "file": return try fileEngine()
         case "memory": return followingEngine(MemoryStorage())
         default:
+            if let engine = try etcdEngine(backend, environment) { return engine }
             #if canImport(KeychainSecretService)
             if let options = SecretServiceStorage.Options(argument: backend, environment: environment) {
                 return followingEngine(try SecretServiceStorage(options: options))
             }
-            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage: use file, secret-service, secret-service:COLLECTION or memory")
+            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage: use file, secret-service, secret-service:COLLECTION, etcd://HOST:PORT,…/NAME or memory")
             #else
             throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage this build has: use file or memory (the Secret Service needs the SecretService trait)")
             #endif
@@ -207,6 +217,42 @@ public enum KeychainServicesDefaults {
     public static func useSecretService(_ options: SecretServiceStorage.Options = SecretServiceStorage.Options(environment: ProcessInfo.processInfo.environment),
                                         configuration: EngineConfiguration? = nil) throws -> KeychainEngine {
         let storage = try SecretServiceStorage(options: options)
+        let engine = configuration.map { KeychainEngine(storage: storage, configuration: $0, authenticator: authenticator) }
+            ?? followingEngine(storage)
+        setEngine(engine)
+        return engine
+    }
+    #endif
+
+    /// The engine of the etcd keychain `argument` names, nil when it is not an `etcd://` or `etcds://` URL.
+    private static func etcdEngine(_ argument: String, _ environment: [String: String]) throws -> KeychainEngine? {
+        guard argument.hasPrefix("etcd://") || argument.hasPrefix("etcds://") else { return nil }
+        #if canImport(KeychainEtcd)
+        return followingEngine(try EtcdKeychain.open(EtcdConfiguration(url: argument, environment: environment)))
+        #else
+        throw EngineError(Status.param, "\(argument.prefix { $0 != "/" })… names an etcd keychain, which this build does not have (the Etcd trait)")
+        #endif
+    }
+
+    #if canImport(KeychainEtcd)
+    /// Uses the keychain kept in an etcd cluster from now on (the same items on every machine of a fleet), and
+    /// returns its engine. Connects now: a cluster that does not answer, or a keychain that does not exist, is
+    /// reported here rather than by the first SecItem call.
+    ///
+    /// - Parameters:
+    ///   - etcd: the cluster and the keychain's name (``EtcdConfiguration/init(url:environment:)`` parses
+    ///     `etcd://host:port,host:port/NAME`).
+    ///   - password: unlocks the keychain on this machine; nil: it stays as the unlock cache has it (locked unless
+    ///     `keystone unlock-keychain` ran on this machine).
+    ///   - configuration: the engine's configuration; nil: ``standardConfiguration()``.
+    /// - Throws: `EngineError`: `errSecNoSuchKeychain` (create it with `keystone create-keychain etcd://…`),
+    ///   `errSecAuthFailed` (a wrong password), `errSecNotAvailable` (no member with a quorum answered in time).
+    /// - Important: Pass the password from a secret store or a file readable only by the service, never from a
+    ///   command-line argument.
+    @discardableResult
+    public static func useEtcd(_ etcd: EtcdConfiguration, password: String? = nil, configuration: EngineConfiguration? = nil) throws -> KeychainEngine {
+        let storage = try EtcdKeychain.open(etcd)
+        if let password { try storage.unlock(password: password) }
         let engine = configuration.map { KeychainEngine(storage: storage, configuration: $0, authenticator: authenticator) }
             ?? followingEngine(storage)
         setEngine(engine)

@@ -4,6 +4,10 @@ import KeychainFile
 #if canImport(KeychainSecretService)
 import KeychainSecretService
 #endif
+#if canImport(KeychainEtcd)
+import EtcdCluster
+import KeychainEtcd
+#endif
 
 /// A storage under test, made fresh for each test.
 struct Backend: Sendable, CustomTestStringConvertible {
@@ -18,7 +22,24 @@ struct Backend: Sendable, CustomTestStringConvertible {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-contract-\(UUID().uuidString)")
             return try KeychainFile.create(at: directory.appendingPathComponent("test.keychain-db").path, password: "pw")
         },
-    ] + secretService
+    ] + secretService + etcd
+
+    #if canImport(KeychainEtcd)
+    /// An etcd keychain (its own name, a fresh one per test) on a 3-member cluster shared by the test process
+    /// (skipped, with the reason printed, where etcd is missing).
+    static let etcd: [Backend] = {
+        if let reason = EtcdTestCluster.unavailableReason {
+            print("note: the etcd backend is left out of the storage contract: \(reason)")
+            return []
+        }
+        return [Backend(name: "etcd cluster") {
+            let cluster = try EtcdTestCluster.shared()
+            return try EtcdKeychain.create(EtcdConfiguration(url: cluster.url(name: "contract-\(UUID().uuidString)"), environment: [:]), password: "pw")
+        }]
+    }()
+    #else
+    static let etcd: [Backend] = []
+    #endif
 
     #if canImport(KeychainSecretService)
     /// The Secret Service storage over a private gnome-keyring started for each test (skipped, with the reason

@@ -1,0 +1,390 @@
+import Crypto
+import Foundation
+import KeychainEngine
+import KeychainSealing
+
+/// A keychain kept in an etcd cluster: one keychain shared by every machine of a fleet, end-to-end encrypted.
+///
+/// etcd (Raft, linearizable transactions) provides what the SecItem rules need from a distributed store, and
+/// Keystone adds nothing distributed of its own:
+/// - **An item is one etcd key**, named by its class and the HMAC of its primary key (``EtcdKeyspace``). An add is a
+///   transaction that succeeds only if that key does not exist: two machines adding the same primary key at once get
+///   exactly one `errSecSuccess` and one `errSecDuplicateItem`.
+/// - **Every change is a compare-and-swap.** A ``write(_:)`` body runs against one snapshot (one etcd revision);
+///   its changes commit in one etcd transaction that also checks that every key it read by primary key and every
+///   key it changes still has the revision it saw. When another machine changed one of them first, nothing is
+///   written and the body runs again on a fresh snapshot. A ``read(_:)`` sees one revision, so a match-all
+///   search is one consistent snapshot; each read starts with a linearizable read, so a write acknowledged by any
+///   machine is seen by the next read on every machine (nothing is cached between calls).
+/// - **End to end**: rows are sealed as in the keychain file (``SealedItem``: a random key per item, wrapped by a
+///   class key derived from the master key; AES-GCM binding the keychain id, class, row id and digests). etcd, its
+///   data directory, its backups and anyone watching its traffic see digests and sealed blobs only. The master key
+///   is wrapped under the keychain password (scrypt) in the header.
+///
+/// Locking is per machine: ``lock()`` discards this process's keys and the unlock cache this user has on this
+/// machine (the kernel keyring, as for a keychain file), which this user's other processes on this machine notice
+/// at their next call. Other machines are not locked: a fleet's replicas each unlock for themselves.
+///
+/// Failure: each call has a deadline (``EtcdConfiguration/timeout``) across every endpoint; when no member with a
+/// quorum answers in time the call fails with `errSecNotAvailable` and a message naming the endpoints. A write whose
+/// answer was lost is checked by reading back, so it is reported as done only when it was applied.
+///
+/// - Important: Whoever knows the keychain password and can read the cluster can read every item; etcd user
+///   authentication and TLS limit who can read the cluster, and who can delete from it (an attacker with write access
+///   to etcd cannot read or forge items, but can delete them). Limits that follow from etcd's defaults: a value of at
+///   most 1.5 MiB (`--max-request-bytes`) and at most 128 items changed by one call (`--max-txn-ops`); beyond them
+///   calls fail with `errSecQuotaExceeded` and change nothing.
+public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
+    // @unchecked Sendable: every mutable property is reached only while `state` is held; etcd calls are made
+    // outside it, so transactions of several threads proceed at once.
+
+    public let configuration: EtcdConfiguration
+    let client: EtcdClient
+    let keyspace: EtcdKeyspace
+
+    private let state = NSLock()
+    private var header: EtcdKeychainHeader
+    /// The header's mod revision in etcd: every commit checks it, so a keychain deleted (or made again) elsewhere is
+    /// never written with old keys.
+    private var headerRevision: Int64
+    private var keys: KeySet?
+    private var unlockedAt: Date?
+    /// Whether the keys held are shared through the kernel keyring (then a lock by another process is followed).
+    private var sharesKeys = false
+    /// The time, for the auto-lock timeout (tests move it instead of sleeping).
+    var clock: @Sendable () -> Date = { Date() }
+
+    /// How many times a transaction runs again after losing a compare-and-swap before giving up.
+    static let maximumAttempts = 64
+
+    private init(configuration: EtcdConfiguration, client: EtcdClient, header: EtcdKeychainHeader, revision: Int64) {
+        self.configuration = configuration
+        self.client = client
+        self.keyspace = EtcdKeyspace(name: configuration.name)
+        self.header = header
+        self.headerRevision = revision
+    }
+
+    deinit { client.shutdown() }
+
+    // MARK: - Creating, opening, deleting
+
+    /// Creates the keychain `configuration.name` on the cluster, protected by `password`, and leaves it unlocked in
+    /// this process (and, through the unlock cache, for this user on this machine).
+    ///
+    /// - Parameter lockAfterTimeout: seconds after an unlock when a machine's keys drop to after-first-unlock; nil: never.
+    /// - Throws: `EngineError`: `errSecDuplicateKeychain` when a keychain of that name exists (nothing is changed);
+    ///   `errSecParam` for a timeout out of range; `errSecNotAvailable` when the cluster does not answer;
+    ///   `errSecAuthFailed` / `errSecWrPerm` when etcd refuses the credentials or the permission.
+    /// - Important: An empty password leaves the items readable by anyone who can read the cluster.
+    public static func create(_ configuration: EtcdConfiguration, password: String, lockAfterTimeout: TimeInterval? = nil) throws -> EtcdKeychain {
+        if let timeout = lockAfterTimeout, !(timeout.isFinite && timeout >= 0 && timeout <= TimeInterval(UInt32.max)) {
+            throw EngineError.param("the lock timeout must be between 0 and \(UInt32.max) seconds")
+        }
+        let client = try EtcdClient(configuration: configuration)
+        do {
+            let keyspace = EtcdKeyspace(name: configuration.name)
+            let (header, master) = try EtcdKeychainHeader.make(password: password, lockAfterTimeout: lockAfterTimeout)
+            let result = try etcd {
+                try client.txn(compare: [.createRevision(keyspace.meta, equals: 0)],
+                               success: [.put(keyspace.meta, header.encoded), .put(keyspace.sequence, Data(bigEndian: 0))])
+            }
+            guard result.succeeded else {
+                throw EngineError(Status.duplicateKeychain, "a keychain named \(configuration.name) already exists on \(configuration.endpointList)")
+            }
+            let keychain = EtcdKeychain(configuration: configuration, client: client, header: header, revision: result.revision)
+            keychain.state.withLock { keychain.install(KeySet(master: master), at: keychain.clock()) }
+            return keychain
+        } catch {
+            client.shutdown()
+            throw error
+        }
+    }
+
+    /// Opens the keychain `configuration.name`: locked, unless this user unlocked it on this machine recently (the
+    /// unlock cache).
+    ///
+    /// - Throws: `EngineError`: `errSecNoSuchKeychain` when the cluster has no keychain of that name;
+    ///   `errSecInvalidKeychain` / `errSecWrongSecVersion` for a damaged or newer header; `errSecNotAvailable` when the
+    ///   cluster does not answer; `errSecAuthFailed` / `errSecWrPerm` when etcd refuses.
+    public static func open(_ configuration: EtcdConfiguration) throws -> EtcdKeychain {
+        let client = try EtcdClient(configuration: configuration)
+        do {
+            let (header, revision) = try readHeader(client, EtcdKeyspace(name: configuration.name), configuration)
+            let keychain = EtcdKeychain(configuration: configuration, client: client, header: header, revision: revision)
+            keychain.state.withLock { keychain.loadSharedKeys() }
+            return keychain
+        } catch {
+            client.shutdown()
+            throw error
+        }
+    }
+
+    /// Deletes the keychain `configuration.name` and every item in it, on the whole cluster, in one transaction.
+    ///
+    /// - Throws: `errSecNoSuchKeychain` when there is none; the cluster's errors.
+    /// - Important: This deletes the items for every machine of the fleet. It does not ask for the password (as
+    ///   `security delete-keychain` does not): whoever may write to the cluster's keys can delete them.
+    public static func delete(_ configuration: EtcdConfiguration) throws {
+        let client = try EtcdClient(configuration: configuration)
+        defer { client.shutdown() }
+        let keyspace = EtcdKeyspace(name: configuration.name)
+        let (header, _) = try readHeader(client, keyspace, configuration)
+        _ = try etcd { try client.txn(compare: [], success: [.deletePrefix(keyspace.prefix)]) }
+        KeyringCache(identity: header.cacheIdentity(name: configuration.name)).remove()
+    }
+
+    private static func readHeader(_ client: EtcdClient, _ keyspace: EtcdKeyspace, _ configuration: EtcdConfiguration) throws -> (EtcdKeychainHeader, Int64) {
+        let found = try etcd { try client.range(keyspace.meta) }
+        guard let kv = found.kvs.first else {
+            throw EngineError(Status.noSuchKeychain, "there is no keychain named \(configuration.name) on \(configuration.endpointList); create it with keystone create-keychain")
+        }
+        return (try EtcdKeychainHeader.decode(kv.value), kv.modRevision)
+    }
+
+    // MARK: - Lock state
+
+    public var lockState: LockState {
+        state.withLock {
+            refresh()
+            return keys?.lockState ?? .locked
+        }
+    }
+
+    /// Whether the password is empty (the items are then readable by whoever can read the cluster).
+    public var isEmptyPassword: Bool { state.withLock { header.emptyPassword } }
+
+    /// Seconds after an unlock when this machine's keys drop to after-first-unlock; nil: never.
+    public var lockAfterTimeout: TimeInterval? { state.withLock { header.lockAfterTimeout } }
+
+    /// Unlocks with `password` on this machine: this process, and this user's other processes through the unlock
+    /// cache. Reads the header afresh, so a password changed on another machine is the one that works.
+    ///
+    /// - Throws: `errSecAuthFailed` for a wrong password (nothing is written); `errSecNoSuchKeychain` when the
+    ///   keychain was deleted; `errSecNotAvailable` when the cluster does not answer; `errSecQuotaExceeded` when
+    ///   the keys could not be cached for other processes (this process is unlocked all the same).
+    public func unlock(password: String) throws {
+        let (fresh, revision) = try Self.readHeader(client, keyspace, configuration)
+        let master = try fresh.protector.unwrap(password)
+        guard KeySet(master: master).check(fileID: fresh.keychainID) == fresh.keyCheck else {
+            throw EngineError(Status.invalidKeychain, "the etcd keychain's header does not match its key check (damaged or edited)")
+        }
+        try state.withLock {
+            header = fresh
+            headerRevision = revision
+            try install(KeySet(master: master), at: clock())
+        }
+    }
+
+    /// Unlocks a keychain whose password is empty.
+    ///
+    /// - Throws: `errSecAuthFailed` when it has a password; the errors of ``unlock(password:)``.
+    public func unlock() throws {
+        guard isEmptyPassword else {
+            throw EngineError(Status.authFailed, "the keychain is protected by a password: unlock it with its password")
+        }
+        try unlock(password: "")
+    }
+
+    /// Locks on this machine: discards this process's keys and this user's unlock cache for the keychain.
+    public func lock() {
+        state.withLock {
+            keys = nil
+            unlockedAt = nil
+            sharesKeys = false
+            cache.remove()
+        }
+    }
+
+    /// Locks as a device does after its first unlock: `afterFirstUnlock` and `always` items stay available.
+    public func lockAfterFirstUnlock() {
+        state.withLock {
+            guard let current = keys else { return }
+            keys = current.afterFirstUnlock
+            cache.removeFull()
+        }
+    }
+
+    /// Changes the password for every machine, by re-wrapping the master key (no item is re-encrypted): a
+    /// compare-and-swap on the header, so two machines changing it at once cannot both win.
+    ///
+    /// - Throws: `errSecAuthFailed` when `old` is wrong; `errSecNotAvailable` when the cluster does not answer or the
+    ///   header changed while this ran (try again).
+    public func changePassword(old: String, new: String) throws {
+        let (fresh, revision) = try Self.readHeader(client, keyspace, configuration)
+        let master = try fresh.protector.unwrap(old)
+        let protector = try PasswordProtector(sealing: master, password: new)
+        var changed = fresh
+        changed.kdf = protector.kdf
+        changed.wrappedMaster = protector.wrappedMaster
+        changed.emptyPassword = new.isEmpty
+        let result = try Self.etcd {
+            try client.txn(compare: [.modRevision(keyspace.meta, equals: revision)], success: [.put(keyspace.meta, changed.encoded)])
+        }
+        guard result.succeeded else {
+            throw EngineError(Status.notAvailable, "the keychain's header changed on another machine while the password was being changed; nothing was changed: try again")
+        }
+        try state.withLock {
+            header = changed
+            headerRevision = result.revision
+            try install(KeySet(master: master), at: clock())
+        }
+    }
+
+    /// Changes the auto-lock timeout for every machine (compare-and-swap on the header).
+    ///
+    /// - Throws: `errSecParam` for a timeout out of range; `errSecNotAvailable` as ``changePassword(old:new:)``.
+    public func setLockAfterTimeout(_ timeout: TimeInterval?) throws {
+        if let timeout, !(timeout.isFinite && timeout >= 0 && timeout <= TimeInterval(UInt32.max)) {
+            throw EngineError.param("the lock timeout must be between 0 and \(UInt32.max) seconds")
+        }
+        let (fresh, revision) = try Self.readHeader(client, keyspace, configuration)
+        var changed = fresh
+        changed.lockAfterTimeout = timeout
+        let result = try Self.etcd {
+            try client.txn(compare: [.modRevision(keyspace.meta, equals: revision)], success: [.put(keyspace.meta, changed.encoded)])
+        }
+        guard result.succeeded else {
+            throw EngineError(Status.notAvailable, "the keychain's header changed on another machine meanwhile; nothing was changed: try again")
+        }
+        state.withLock {
+            header = changed
+            headerRevision = result.revision
+        }
+    }
+
+    // MARK: - Keys (state held)
+
+    private var cache: KeyringCache { KeyringCache(identity: header.cacheIdentity(name: configuration.name)) }
+
+    private func install(_ keys: KeySet, at date: Date) throws {
+        self.keys = keys
+        unlockedAt = date
+        sharesKeys = KeyringCache.isAvailable
+        guard sharesKeys else { return }
+        let remaining = header.lockAfterTimeout.map { max(1, $0 - clock().timeIntervalSince(date)) }
+        do {
+            try cache.store(keys, unlockedAt: date, timeout: remaining, full: true)
+            try cache.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
+        } catch {
+            sharesKeys = false
+            throw error
+        }
+    }
+
+    /// Takes keys from the unlock cache when they pass the header's key check.
+    private func loadSharedKeys() {
+        for full in [true, false] {
+            if !full, keys != nil { return }
+            guard let (cached, date) = cache.load(full: full) else { continue }
+            guard cached.check(fileID: header.keychainID) == header.keyCheck else {
+                KeystoneLog.logger.warning("cached etcd keychain keys do not match its header; ignoring them", metadata: ["keychain": "\(configuration.name)"])
+                cache.remove()
+                return
+            }
+            if keys?.lockState == .unlocked && cached.lockState != .unlocked { return }
+            keys = cached
+            unlockedAt = date
+            sharesKeys = true
+            return
+        }
+    }
+
+    /// Follows this machine's lock state: another process's lock (its cache entries gone), an unlock, the timeout.
+    private func refresh() {
+        if sharesKeys, let current = keys {
+            if current.lockState == .unlocked, cache.load(full: true) == nil {
+                keys = cache.load(full: false) != nil ? current.afterFirstUnlock : nil
+            } else if current.lockState != .unlocked, cache.load(full: false) == nil {
+                keys = nil
+            }
+            if keys == nil { unlockedAt = nil; sharesKeys = false }
+        }
+        if keys?.lockState != .unlocked { loadSharedKeys() }
+        if let timeout = header.lockAfterTimeout, let since = unlockedAt, let current = keys,
+           current.lockState == .unlocked, clock().timeIntervalSince(since) >= timeout {
+            keys = current.afterFirstUnlock
+        }
+    }
+
+    /// The keys, header id and header revision a transaction starts with.
+    func snapshotKeys() -> (KeySet?, Data, Int64) {
+        state.withLock {
+            refresh()
+            return (keys, header.keychainID, headerRevision)
+        }
+    }
+
+    /// After a commit found the header changed: reads it again. A keychain deleted or made again elsewhere drops
+    /// the keys here (its rows are no longer the ones they open).
+    ///
+    /// - Throws: `errSecNoSuchKeychain` when the keychain is gone or was made again; the cluster's errors.
+    func reloadHeader() throws {
+        let found = try Self.etcd { try client.range(keyspace.meta) }
+        try state.withLock {
+            guard let kv = found.kvs.first, let fresh = try? EtcdKeychainHeader.decode(kv.value), fresh.keychainID == header.keychainID else {
+                keys = nil
+                unlockedAt = nil
+                sharesKeys = false
+                throw EngineError(Status.noSuchKeychain, "the keychain \(configuration.name) was deleted (or deleted and created again) on \(configuration.endpointList); nothing was changed")
+            }
+            header = fresh
+            headerRevision = kv.modRevision
+        }
+    }
+
+    // MARK: - Transactions
+
+    public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
+        for _ in 0..<Self.maximumAttempts {
+            let (keys, id, _) = snapshotKeys()
+            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: nil)
+            do {
+                return try Self.etcd { try body(transaction) }
+            } catch is EtcdTransaction.SnapshotCompacted {
+                continue  // the snapshot's revision was compacted away while the body ran: take a new one
+            }
+        }
+        throw EngineError(Status.notAvailable, "the cluster kept compacting the revisions this read needed; try again")
+    }
+
+    public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
+        var backoff: UInt32 = 1_000
+        for _ in 0..<Self.maximumAttempts {
+            let (keys, id, headerRevision) = snapshotKeys()
+            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision)
+            let result: T
+            do {
+                result = try Self.etcd { try body(transaction) }
+            } catch is EtcdTransaction.SnapshotCompacted {
+                continue
+            }
+            switch try transaction.commit() {
+            case .committed:
+                return result
+            case .headerChanged:
+                try reloadHeader()
+            case .conflict:
+                // Another machine changed what this body read: run it again on a fresh snapshot, after a short,
+                // growing, random pause so that racing writers do not keep colliding.
+                usleep(UInt32.random(in: 0...backoff))
+                backoff = min(backoff * 2, 64_000)
+            }
+        }
+        throw EngineError(Status.notAvailable, "the items this change needs kept being changed by other machines (\(Self.maximumAttempts) attempts); nothing was changed: try again")
+    }
+
+    /// Runs `body`, turning the client's errors into engine errors.
+    static func etcd<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as EtcdError {
+            throw error.engineError
+        }
+    }
+}
+
+extension EtcdConfiguration {
+    /// The endpoints, for messages: "127.0.0.1:2379, 127.0.0.1:22379".
+    var endpointList: String { endpoints.map(\.description).joined(separator: ", ") }
+}

@@ -1,0 +1,336 @@
+import Crypto
+import Foundation
+import KeychainEngine
+import KeychainSealing
+
+/// One storage transaction on an etcd keychain: reads at one revision, changes buffered, committed as one etcd
+/// transaction guarded by compare-and-swap.
+///
+/// - Reads: the first read is linearizable and fixes the snapshot's revision; every later read asks for that
+///   revision, so the whole body sees one consistent state of the keychain. The body sees its own changes.
+/// - Commit: one etcd `Txn` whose compares require, for every key the body read by primary key (found or absent)
+///   and every key it changes, the mod revision seen in the snapshot, and the header's revision; its success branch
+///   puts and deletes. If anything changed meanwhile, nothing is written and ``EtcdKeychain/write(_:)`` runs the body
+///   again on a fresh snapshot: the outcome is as if the transactions had run one after the other.
+/// - Rows keyed by primary key need no lock and no index of their own: the UNIQUE constraint is "that key was absent
+///   at the snapshot, and still is at commit".
+final class EtcdTransaction: StorageWriter {
+    /// The snapshot's revision was compacted away while the body ran: the body runs again.
+    struct SnapshotCompacted: Error {}
+
+    enum Outcome {
+        case committed
+        /// Another writer changed a key this transaction depends on.
+        case conflict
+        /// The keychain's header changed (a new password, or the keychain deleted or made again).
+        case headerChanged
+    }
+
+    struct RowRef: Hashable {
+        let itemClass: ItemClass
+        let rowID: Int64
+    }
+
+    /// Rows fetched per request when a search reads a whole class.
+    static let pageSize = 256
+
+    let keychain: EtcdKeychain
+    let keys: KeySet?
+    let keychainID: Data
+    /// The header's revision when this transaction started; nil for a read transaction.
+    let headerRevision: Int64?
+    var client: EtcdClient { keychain.client }
+    var keyspace: EtcdKeyspace { keychain.keyspace }
+
+    /// The snapshot's revision, once a first read fixed it.
+    private(set) var revision: Int64?
+    /// Keys read, with the value seen (nil: absent) and its mod revision (0: absent).
+    private var seen: [Data: (value: Data?, modRevision: Int64)] = [:]
+    /// Keys a decision rested on (an absence that allowed an add, the row-id sequence): compared at commit.
+    private var pinned: Set<Data> = []
+    /// Changes not yet committed: the new value, nil for a delete; `order` keeps them deterministic.
+    private var changes: [Data: Data?] = [:]
+    private var order: [Data] = []
+    /// The primary-key digest of every row this transaction met, by class and row id.
+    private var located: [RowRef: Data] = [:]
+    /// The next row id to give, once the sequence was read.
+    private var nextRowID: Int64?
+
+    init(keychain: EtcdKeychain, keys: KeySet?, keychainID: Data, headerRevision: Int64?) {
+        self.keychain = keychain
+        self.keys = keys
+        self.keychainID = keychainID
+        self.headerRevision = headerRevision
+    }
+
+    var hasChanges: Bool { !order.isEmpty }
+
+    // MARK: - Reading etcd at the snapshot
+
+    private func compactionChecked<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch EtcdError.compacted { throw SnapshotCompacted() }
+    }
+
+    private func record(_ kv: EtcdKeyValue) {
+        if seen[kv.key] == nil { seen[kv.key] = (kv.value, kv.modRevision) }
+    }
+
+    /// The value of `key` as this transaction sees it: its own change, else the snapshot's value.
+    private func value(of key: Data) throws -> Data? {
+        if let change = changes[key] { return change }
+        if let known = seen[key] { return known.value }
+        try fetch([key])
+        return seen[key]?.value ?? nil
+    }
+
+    /// Reads `keys` at the snapshot (the first read of a write transaction also reads the row-id sequence, in the
+    /// same request).
+    private func fetch(_ wanted: [Data]) throws {
+        try compactionChecked {
+            if let revision {
+                for key in wanted {
+                    let result = try client.range(key, revision: revision)
+                    if let kv = result.kvs.first { record(kv) } else { seen[key] = (nil, 0) }
+                }
+                return
+            }
+            var all = wanted
+            if headerRevision != nil, !all.contains(keyspace.sequence) { all.append(keyspace.sequence) }
+            let result = try client.txn(compare: [], success: all.map { .range($0) })
+            revision = result.revision
+            for (key, response) in zip(all, result.responses) {
+                if case .range(let found) = response, let kv = found.kvs.first { record(kv) } else { seen[key] = (nil, 0) }
+            }
+        }
+    }
+
+    /// Every row of `cls` at the snapshot, then this transaction's own changes: (key, value) pairs.
+    private func scan(_ cls: ItemClass) throws -> [(key: Data, value: Data)] {
+        let prefix = keyspace.items(cls)
+        var rows: [Data: Data] = [:]
+        try compactionChecked {
+            var after: Data?
+            repeat {
+                let page = try client.range(prefix: prefix, revision: revision, limit: Self.pageSize, startingAfter: after)
+                if revision == nil { revision = page.revision }
+                for kv in page.kvs {
+                    record(kv)
+                    rows[kv.key] = kv.value
+                }
+                after = page.more ? page.kvs.last?.key : nil
+            } while after != nil
+        }
+        for key in order where key.starts(with: prefix) {
+            rows[key] = changes[key] ?? nil
+        }
+        return rows.map { ($0.key, $0.value) }
+    }
+
+    // MARK: - Rows
+
+    private func unavailable(_ cls: ItemClass, _ rowID: Int64) -> Candidate {
+        .unreadable(itemClass: cls, rowID: rowID, error: EngineError.interactionNotAllowed("the keychain is locked"))
+    }
+
+    private func damaged(_ cls: ItemClass, _ rowID: Int64, _ reason: String) -> Candidate {
+        KeystoneLog.logger.warning("damaged etcd keychain item", metadata: ["class": "\(cls.rawValue)", "row": "\(rowID)", "reason": "\(reason)"])
+        return .unreadable(itemClass: cls, rowID: rowID, error: EngineError(Status.decode, "the item failed its integrity check (\(reason))"))
+    }
+
+    /// The candidate a stored (key, value) is: decrypted and checked, or unreadable.
+    private func candidate(_ cls: ItemClass, key: Data, row: EtcdRow?) -> Candidate {
+        guard let row, let primaryKey = keyspace.digest(in: key, of: cls) else { return damaged(cls, 0, "layout") }
+        located[RowRef(itemClass: cls, rowID: row.rowID)] = primaryKey
+        guard let keys else { return unavailable(cls, row.rowID) }
+        let aad = EtcdRow.aad(keychainID: keychainID, itemClass: cls, protection: row.sealed.protection, rowID: row.rowID,
+                              primaryKey: primaryKey, digests: row.digests)
+        switch row.sealed.open(itemClass: cls, rowID: row.rowID, keys: keys, aad: aad) {
+        case .item(let item): return .item(item)
+        case .locked: return unavailable(cls, row.rowID)
+        case .damaged(let reason): return damaged(cls, row.rowID, reason)
+        }
+    }
+
+    private func sealedRow(_ item: StoredItem, rowID: Int64, primaryKey: Data, keys: KeySet) throws -> Data {
+        let digests = RowDigest.columns(item.itemClass, item.attributes, mac: keys.indexMAC)
+        let sealed = try SealedItem(sealing: item, keys: keys) { protection in
+            EtcdRow.aad(keychainID: keychainID, itemClass: item.itemClass, protection: protection, rowID: rowID,
+                        primaryKey: primaryKey, digests: digests)
+        }
+        return EtcdRow(rowID: rowID, digests: digests, sealed: sealed).encoded
+    }
+
+    private func set(_ key: Data, _ value: Data?) {
+        if changes[key] == nil { order.append(key) }
+        changes[key] = .some(value)
+    }
+
+    // MARK: - StorageReader
+
+    func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate] {
+        var all: [Candidate] = []
+        try forEachCandidate(in: itemClass, matching: constraints) { all.append($0); return true }
+        return all
+    }
+
+    func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
+                          _ body: (Candidate) throws -> Bool) throws {
+        let schema = ClassSchema.of(itemClass)
+        if let keys, constraints.count == schema.primaryKey.count {
+            // The whole primary key: one key, read by name.
+            let key = keyspace.item(itemClass, RowDigest.primaryKey(itemClass, constraints, mac: keys.indexMAC))
+            pinned.insert(key)
+            guard let value = try value(of: key) else { return }
+            _ = try body(candidate(itemClass, key: key, row: EtcdRow(decoding: value)))
+            return
+        }
+        // Part of the primary key: the class is read and filtered on the digests before anything is decrypted.
+        // Locked (no index key), every row may match and is returned unreadable.
+        var wanted: [(index: Int, digest: Data)] = []
+        if let keys {
+            for (attribute, value) in constraints {
+                guard let index = schema.primaryKey.firstIndex(of: attribute) else { continue }
+                wanted.append((index, RowDigest.attribute(itemClass, attribute, value, mac: keys.indexMAC)))
+            }
+        }
+        var rows: [(key: Data, row: EtcdRow?)] = []
+        for (key, value) in try scan(itemClass) {
+            let row = EtcdRow(decoding: value)
+            if let row, !wanted.allSatisfy({ $0.index < row.digests.count && row.digests[$0.index] == $0.digest }) { continue }
+            rows.append((key, row))
+        }
+        // In row-id order, as inserted; each row decrypted only when visited.
+        rows.sort { lhs, rhs in
+            let (a, b) = (lhs.row?.rowID ?? 0, rhs.row?.rowID ?? 0)
+            return a != b ? a < b : lhs.key.lexicographicallyPrecedes(rhs.key)
+        }
+        for (key, row) in rows {
+            guard try body(candidate(itemClass, key: key, row: row)) else { return }
+        }
+    }
+
+    func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? {
+        guard let key = try locate(itemClass, rowID) else { return nil }
+        guard let value = try value(of: key) else { return nil }
+        return candidate(itemClass, key: key, row: EtcdRow(decoding: value))
+    }
+
+    /// The key of row `rowID`: known from this transaction, else found by reading the class (row ids are not indexed:
+    /// a persistent reference is the one lookup by row id, and it reads the class's sealed rows without decrypting them).
+    private func locate(_ cls: ItemClass, _ rowID: Int64) throws -> Data? {
+        if let digest = located[RowRef(itemClass: cls, rowID: rowID)] { return keyspace.item(cls, digest) }
+        for (key, value) in try scan(cls) {
+            if let row = EtcdRow(decoding: value), row.rowID == rowID, let digest = keyspace.digest(in: key, of: cls) {
+                located[RowRef(itemClass: cls, rowID: rowID)] = digest
+                return key
+            }
+        }
+        return nil
+    }
+
+    // MARK: - StorageWriter
+
+    private func writableKeys() throws -> KeySet {
+        guard let keys else { throw EngineError.interactionNotAllowed("the keychain is locked") }
+        return keys
+    }
+
+    /// A new row id: one more than the keychain's sequence, which the commit advances (compare-and-swap).
+    private func allocateRowID() throws -> Int64 {
+        if nextRowID == nil {
+            let key = keyspace.sequence
+            pinned.insert(key)
+            guard let stored = try value(of: key) else {
+                throw EngineError(Status.noSuchKeychain, "the keychain \(keychain.configuration.name) was deleted on \(keychain.configuration.endpointList)")
+            }
+            guard let last = stored.bigEndianInt64, last >= 0 else {
+                throw EngineError(Status.invalidKeychain, "the etcd keychain's row-id sequence is damaged")
+            }
+            nextRowID = last + 1
+        }
+        guard let id = nextRowID, id < Int64.max else { throw EngineError(Status.diskFull, "the keychain has used every row id") }
+        nextRowID = id + 1
+        set(keyspace.sequence, Data(bigEndian: id))
+        return id
+    }
+
+    func insert(_ item: StoredItem) throws -> Int64 {
+        let keys = try writableKeys()
+        let cls = item.itemClass
+        let digest = RowDigest.primaryKey(cls, item.attributes, mac: keys.indexMAC)
+        let key = keyspace.item(cls, digest)
+        pinned.insert(key)
+        if try value(of: key) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
+        let rowID = try allocateRowID()
+        set(key, try sealedRow(item, rowID: rowID, primaryKey: digest, keys: keys))
+        located[RowRef(itemClass: cls, rowID: rowID)] = digest
+        return rowID
+    }
+
+    func replace(_ item: StoredItem) throws {
+        let keys = try writableKeys()
+        let cls = item.itemClass
+        guard let oldKey = try locate(cls, item.rowID), try value(of: oldKey) != nil else { throw EngineError.itemNotFound }
+        let digest = RowDigest.primaryKey(cls, item.attributes, mac: keys.indexMAC)
+        let key = keyspace.item(cls, digest)
+        if key != oldKey {
+            pinned.insert(key)
+            if try value(of: key) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
+            set(oldKey, nil)
+        }
+        set(key, try sealedRow(item, rowID: item.rowID, primaryKey: digest, keys: keys))
+        located[RowRef(itemClass: cls, rowID: item.rowID)] = digest
+    }
+
+    func delete(in itemClass: ItemClass, rowID: Int64) throws {
+        guard let key = try locate(itemClass, rowID), try value(of: key) != nil else { return }
+        set(key, nil)
+    }
+
+    // MARK: - Commit
+
+    /// Commits the changes in one etcd transaction.
+    ///
+    /// - Throws: `errSecNotAvailable` when the cluster does not answer (and, when the answer to a sent commit was
+    ///   lost and could not be checked, says the change may have been applied); `errSecQuotaExceeded` beyond etcd's
+    ///   request limits.
+    func commit() throws -> Outcome {
+        guard hasChanges, let headerRevision else { return .committed }
+        var compares: [EtcdCompare] = [.modRevision(keyspace.meta, equals: headerRevision)]
+        for key in order + pinned.subtracting(order).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            compares.append(.modRevision(key, equals: seen[key]?.modRevision ?? 0))
+        }
+        let operations: [EtcdOperation] = order.map { key in
+            if let value = changes[key] ?? nil { return .put(key, value) }
+            return .delete(key)
+        }
+        let result: EtcdTxnResult
+        do {
+            result = try client.txn(compare: compares, success: operations, failure: [.range(keyspace.meta)])
+        } catch EtcdError.indeterminate(let reason) {
+            return try resolveIndeterminate(operations, reason: reason)
+        } catch let error as EtcdError {
+            throw error.engineError
+        }
+        if result.succeeded { return .committed }
+        if case .range(let meta)? = result.responses.first, meta.kvs.first?.modRevision == headerRevision { return .conflict }
+        return .headerChanged
+    }
+
+    /// A commit was sent and its answer lost: reads back whether it was applied. Every put of an item carries a
+    /// value no one else can have written (a fresh random item key and nonces), so finding it proves the commit;
+    /// a commit that only deleted counts as applied when every key it deleted is gone.
+    private func resolveIndeterminate(_ operations: [EtcdOperation], reason: String) throws -> Outcome {
+        do {
+            let itemPut = operations.first { if case .put(let key, _) = $0 { return key != keyspace.sequence }; return false }
+            if case .put(let key, let value)? = itemPut {
+                return try client.range(key).kvs.first?.value == value ? .committed : .conflict
+            }
+            for case .delete(let key) in operations where try !client.range(key).kvs.isEmpty { return .conflict }
+            return .committed
+        } catch let error as EtcdError {
+            KeystoneLog.logger.error("an etcd commit's outcome is unknown", metadata: ["keychain": "\(keychain.configuration.name)"])
+            throw EngineError(Status.notAvailable, "the change was sent to etcd at \(keychain.configuration.endpointList) but its answer was lost (\(reason)), and the cluster could not be asked whether it was applied (\(error.engineError.reason)): it may or may not have been applied. Check with a search once the cluster answers")
+        }
+    }
+}
