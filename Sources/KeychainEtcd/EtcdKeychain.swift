@@ -93,7 +93,7 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
                 throw EngineError(Status.duplicateKeychain, "a keychain named \(configuration.name) already exists on \(configuration.endpointList)")
             }
             let keychain = EtcdKeychain(configuration: configuration, client: client, header: header, revision: result.revision)
-            keychain.state.withLock { keychain.install(KeySet(master: master), at: keychain.clock()) }
+            keychain.state.withLock { try? keychain.install(KeySet(master: master), at: keychain.clock()) }
             return keychain
         } catch {
             client.shutdown()
