@@ -9,12 +9,14 @@ import KeychainSealing
 /// |---|---|
 /// | `…/meta` | the header (``EtcdKeychainHeader``, JSON): keychain id, the wrapped master key, the key check, the lock timeout |
 /// | `…/seq` | the last row id given out (8 bytes, big-endian): row ids are unique in the keychain, and ordered as inserts were |
-/// | `…/k/CLSS/DIGEST` | one item: `CLSS` its class tag, `DIGEST` the 32-byte HMAC of its whole primary key (``EtcdRow``) |
+/// | `…/k/CLSS/IDENTITY/GROUP` | one item (``EtcdRow``): `CLSS` its class tag; `IDENTITY` the 32-byte HMAC of its primary key without the access group and `sync` (for a generic password: service and account); `GROUP` the HMAC of those two |
 ///
 /// The item's key *is* its primary key: etcd's own uniqueness of keys is the UNIQUE constraint, and an add is a
-/// transaction that succeeds only if that key has never been created. Nothing in any key or value names a service,
-/// account, server or label: keys hold digests under the keychain's index key, values hold sealed items and the
-/// digests of their primary-key attributes.
+/// transaction that succeeds only if that key does not exist. A search naming the whole primary key reads one key;
+/// one naming all of it but the access group or `sync` (the usual `SecItemCopyMatching` of a service and an
+/// account) reads the keys under `…/k/CLSS/IDENTITY/`; any other search reads the class. Nothing in any key or value
+/// names a service, account, server or label: keys hold digests under the keychain's index key, values hold sealed
+/// items and the digests of their primary-key attributes.
 struct EtcdKeyspace: Sendable {
     let prefix: Data
 
@@ -28,14 +30,47 @@ struct EtcdKeyspace: Sendable {
     /// The prefix of every item of `cls`.
     func items(_ cls: ItemClass) -> Data { prefix + Data("k/\(cls.rawValue)/".utf8) }
 
-    /// The key of the item of `cls` whose primary-key digest is `digest`.
+    /// The prefix of the items of `cls` whose primary key, but for the group attributes, has `identity`'s digest.
+    func items(_ cls: ItemClass, identity: Data) -> Data { items(cls) + identity }
+
+    /// The key of the item of `cls` whose primary key has the digest `digest` (``Self/primaryKey(_:_:mac:)``).
     func item(_ cls: ItemClass, _ digest: Data) -> Data { items(cls) + digest }
 
     /// The primary-key digest a key of `cls` ends with, nil when `key` is not an item key of that class.
     func digest(in key: Data, of cls: ItemClass) -> Data? {
         let start = items(cls)
-        guard key.count == start.count + 32, key.starts(with: start) else { return nil }
-        return key.suffix(32)
+        guard key.count == start.count + 64, key.starts(with: start) else { return nil }
+        return key.suffix(64)
+    }
+
+    /// The primary-key attributes that are not part of an item's identity in its key: a search often leaves them out.
+    static let groupAttributes = [Key.accessGroup, Key.synchronizable]
+
+    /// The attributes of `cls`'s primary key that make the identity part of an item's key.
+    static func identityAttributes(_ cls: ItemClass) -> [String] {
+        ClassSchema.of(cls).primaryKey.filter { !groupAttributes.contains($0) }
+    }
+
+    /// The digest of a primary key as an item's key holds it: the identity part's digest, then the group part's
+    /// (64 bytes). Absent attributes count as their type's empty value.
+    static func primaryKey(_ cls: ItemClass, _ attributes: [String: AttributeValue], mac: HMAC<SHA256>) -> Data {
+        part("identity", identityAttributes(cls), cls, attributes, mac) + part("group", groupAttributes, cls, attributes, mac)
+    }
+
+    /// The identity part's digest alone.
+    static func identity(_ cls: ItemClass, _ attributes: [String: AttributeValue], mac: HMAC<SHA256>) -> Data {
+        part("identity", identityAttributes(cls), cls, attributes, mac)
+    }
+
+    private static func part(_ label: String, _ keys: [String], _ cls: ItemClass, _ attributes: [String: AttributeValue], _ mac: HMAC<SHA256>) -> Data {
+        let schema = ClassSchema.of(cls)
+        var bytes: [UInt8] = Array("\(cls.rawValue)\u{0}\(label)".utf8)
+        for key in keys {
+            bytes.append(0)
+            bytes.append(contentsOf: key.utf8)
+            RowDigest.writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: true, to: &bytes)
+        }
+        return Sealing.digest(bytes, mac: mac)
     }
 }
 

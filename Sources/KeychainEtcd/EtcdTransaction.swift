@@ -104,9 +104,8 @@ final class EtcdTransaction: StorageWriter {
         }
     }
 
-    /// Every row of `cls` at the snapshot, then this transaction's own changes: (key, value) pairs.
-    private func scan(_ cls: ItemClass) throws -> [(key: Data, value: Data)] {
-        let prefix = keyspace.items(cls)
+    /// Every row whose key starts with `prefix` at the snapshot, then this transaction's own changes: (key, value) pairs.
+    private func scan(_ prefix: Data) throws -> [(key: Data, value: Data)] {
         var rows: [Data: Data] = [:]
         try compactionChecked {
             var after: Data?
@@ -178,23 +177,31 @@ final class EtcdTransaction: StorageWriter {
         let schema = ClassSchema.of(itemClass)
         if let keys, constraints.count == schema.primaryKey.count {
             // The whole primary key: one key, read by name.
-            let key = keyspace.item(itemClass, RowDigest.primaryKey(itemClass, constraints, mac: keys.indexMAC))
+            let key = keyspace.item(itemClass, EtcdKeyspace.primaryKey(itemClass, constraints, mac: keys.indexMAC))
             pinned.insert(key)
             guard let value = try value(of: key) else { return }
             _ = try body(candidate(itemClass, key: key, row: EtcdRow(decoding: value)))
             return
         }
-        // Part of the primary key: the class is read and filtered on the digests before anything is decrypted.
-        // Locked (no index key), every row may match and is returned unreadable.
+        // Part of the primary key: the rows under the identity's prefix when the search names it all (it leaves out
+        // the access group or sync), else the whole class; filtered on the digests before anything is decrypted.
+        // Locked (no index key), every row of the class may match and is returned unreadable.
         var wanted: [(index: Int, digest: Data)] = []
+        var stored: [(key: Data, value: Data)]
         if let keys {
             for (attribute, value) in constraints {
                 guard let index = schema.primaryKey.firstIndex(of: attribute) else { continue }
                 wanted.append((index, RowDigest.attribute(itemClass, attribute, value, mac: keys.indexMAC)))
             }
+            let identity = EtcdKeyspace.identityAttributes(itemClass)
+            stored = identity.allSatisfy({ constraints[$0] != nil })
+                ? try scan(keyspace.items(itemClass, identity: EtcdKeyspace.identity(itemClass, constraints, mac: keys.indexMAC)))
+                : try scan(keyspace.items(itemClass))
+        } else {
+            stored = try scan(keyspace.items(itemClass))
         }
         var rows: [(key: Data, row: EtcdRow?)] = []
-        for (key, value) in try scan(itemClass) {
+        for (key, value) in stored {
             let row = EtcdRow(decoding: value)
             if let row, !wanted.allSatisfy({ $0.index < row.digests.count && row.digests[$0.index] == $0.digest }) { continue }
             rows.append((key, row))
@@ -219,7 +226,7 @@ final class EtcdTransaction: StorageWriter {
     /// a persistent reference is the one lookup by row id, and it reads the class's sealed rows without decrypting them).
     private func locate(_ cls: ItemClass, _ rowID: Int64) throws -> Data? {
         if let digest = located[RowRef(itemClass: cls, rowID: rowID)] { return keyspace.item(cls, digest) }
-        for (key, value) in try scan(cls) {
+        for (key, value) in try scan(keyspace.items(cls)) {
             if let row = EtcdRow(decoding: value), row.rowID == rowID, let digest = keyspace.digest(in: key, of: cls) {
                 located[RowRef(itemClass: cls, rowID: rowID)] = digest
                 return key
@@ -257,7 +264,7 @@ final class EtcdTransaction: StorageWriter {
     func insert(_ item: StoredItem) throws -> Int64 {
         let keys = try writableKeys()
         let cls = item.itemClass
-        let digest = RowDigest.primaryKey(cls, item.attributes, mac: keys.indexMAC)
+        let digest = EtcdKeyspace.primaryKey(cls, item.attributes, mac: keys.indexMAC)
         let key = keyspace.item(cls, digest)
         pinned.insert(key)
         if try value(of: key) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
@@ -271,7 +278,7 @@ final class EtcdTransaction: StorageWriter {
         let keys = try writableKeys()
         let cls = item.itemClass
         guard let oldKey = try locate(cls, item.rowID), try value(of: oldKey) != nil else { throw EngineError.itemNotFound }
-        let digest = RowDigest.primaryKey(cls, item.attributes, mac: keys.indexMAC)
+        let digest = EtcdKeyspace.primaryKey(cls, item.attributes, mac: keys.indexMAC)
         let key = keyspace.item(cls, digest)
         if key != oldKey {
             pinned.insert(key)
