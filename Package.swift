@@ -357,7 +357,7 @@ let package = Package(
             "KeystoneTesting", "Keystone", "KeychainEngine", "KeychainServices", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         .testTarget(name: "KeychainFileTests", dependencies: [
-            "KeychainFile", "KeychainEngine", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
+            "KeychainFile", "KeychainEngine", "KeychainSealing", "CSQLite", .product(name: "Crypto", package: "swift-crypto"),
             // Keychain files sealed to KeystoneTesting's emulated enclave.
             "KeystoneTesting",
             // Keychain files sealed to a real software TPM.

@@ -203,11 +203,15 @@ package final class EtcdClient: Sendable {
 
     /// An atomic transaction: when every comparison holds, `success` runs, else `failure`.
     ///
-    /// - Throws: ``EtcdError``: `.indeterminate` when the request was sent and its fate is unknown,
+    /// A transaction that only reads (no comparison, only ranges) is a read: one linearizable snapshot of several
+    /// keys, retried on every endpoint until the deadline like ``range(_:rangeEnd:revision:limit:)``.
+    ///
+    /// - Throws: ``EtcdError``: `.indeterminate` when a transaction that writes was sent and its fate is unknown,
     ///   `.tooManyOperations`, `.requestTooLarge`, `.unavailable` after the deadline.
     package func txn(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation] = []) throws -> EtcdTxnResult {
         let request = Wire.TxnRequest(compare: compare.map(\.wire), success: success.map(\.wire), failure: failure.map(\.wire))
-        let response: Wire.TxnResponse = try call("/v3/kv/txn", request, kind: .write)
+        let readsOnly = compare.isEmpty && failure.isEmpty && success.allSatisfy { if case .range = $0 { return true } else { return false } }
+        let response: Wire.TxnResponse = try call("/v3/kv/txn", request, kind: readsOnly ? .read : .write)
         let revision = response.header?.revision?.value ?? 0
         let results: [EtcdOperationResult] = (response.responses ?? []).map { op in
             if let range = op.responseRange { return .range(range.result) }

@@ -49,8 +49,6 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     private var headerRevision: Int64
     private var keys: KeySet?
     private var unlockedAt: Date?
-    /// Whether the keys held are shared through the kernel keyring (then a lock by another process is followed).
-    private var sharesKeys = false
     /// The time, for the auto-lock timeout (tests move it instead of sleeping).
     var clock: @Sendable () -> Date = { Date() }
 
@@ -186,13 +184,14 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         try unlock(password: "")
     }
 
-    /// Locks on this machine: discards this process's keys and this user's unlock cache for the keychain.
+    /// Locks on this machine: discards this process's keys and this user's unlock cache for the keychain, and
+    /// records the lock there, so this user's other processes on this machine drop their keys at their next call.
     public func lock() {
         state.withLock {
             keys = nil
             unlockedAt = nil
-            sharesKeys = false
             cache.remove()
+            cache.recordLock(at: clock())
         }
     }
 
@@ -257,19 +256,15 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
 
     private var cache: KeyringCache { KeyringCache(identity: header.cacheIdentity(name: configuration.name)) }
 
+    /// Makes `keys` this process's keys and shares them through the unlock cache (where the kernel keyring exists).
+    ///
+    /// - Throws: `errSecQuotaExceeded` when they could not be shared (they are installed here all the same).
     private func install(_ keys: KeySet, at date: Date) throws {
         self.keys = keys
         unlockedAt = date
-        sharesKeys = KeyringCache.isAvailable
-        guard sharesKeys else { return }
         let remaining = header.lockAfterTimeout.map { max(1, $0 - clock().timeIntervalSince(date)) }
-        do {
-            try cache.store(keys, unlockedAt: date, timeout: remaining, full: true)
-            try cache.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
-        } catch {
-            sharesKeys = false
-            throw error
-        }
+        try cache.store(keys, unlockedAt: date, timeout: remaining, full: true)
+        try cache.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
     }
 
     /// Takes keys from the unlock cache when they pass the header's key check.
@@ -285,20 +280,19 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
             if keys?.lockState == .unlocked && cached.lockState != .unlocked { return }
             keys = cached
             unlockedAt = date
-            sharesKeys = true
             return
         }
     }
 
-    /// Follows this machine's lock state: another process's lock (its cache entries gone), an unlock, the timeout.
+    /// Follows this machine's lock state: a lock by another process (recorded in the unlock cache after this
+    /// process's unlock), an unlock by another process, the auto-lock timeout.
+    ///
+    /// Decision: keys are dropped on a recorded lock, not when the cached entries expire (after 12 hours, or the
+    /// timeout): a service that unlocked at start keeps working for as long as it runs, as with a keychain file.
     private func refresh() {
-        if sharesKeys, let current = keys {
-            if current.lockState == .unlocked, cache.load(full: true) == nil {
-                keys = cache.load(full: false) != nil ? current.afterFirstUnlock : nil
-            } else if current.lockState != .unlocked, cache.load(full: false) == nil {
-                keys = nil
-            }
-            if keys == nil { unlockedAt = nil; sharesKeys = false }
+        if keys != nil, let since = unlockedAt, let locked = cache.lastLock(), locked >= since {
+            keys = nil
+            unlockedAt = nil
         }
         if keys?.lockState != .unlocked { loadSharedKeys() }
         if let timeout = header.lockAfterTimeout, let since = unlockedAt, let current = keys,
@@ -325,7 +319,6 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
             guard let kv = found.kvs.first, let fresh = try? EtcdKeychainHeader.decode(kv.value), fresh.keychainID == header.keychainID else {
                 keys = nil
                 unlockedAt = nil
-                sharesKeys = false
                 throw EngineError(Status.noSuchKeychain, "the keychain \(configuration.name) was deleted (or deleted and created again) on \(configuration.endpointList); nothing was changed")
             }
             header = fresh

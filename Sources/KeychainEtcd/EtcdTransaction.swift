@@ -186,33 +186,47 @@ final class EtcdTransaction: StorageWriter {
         // Part of the primary key: the rows under the identity's prefix when the search names it all (it leaves out
         // the access group or sync), else the whole class; filtered on the digests before anything is decrypted.
         // Locked (no index key), every row of the class may match and is returned unreadable.
-        var wanted: [(index: Int, digest: Data)] = []
+        var wanted: [(index: Int, digest: Data, identity: Bool)] = []
         var stored: [(key: Data, value: Data)]
+        var byIdentity = false
         if let keys {
+            let identity = EtcdKeyspace.identityAttributes(itemClass)
+            byIdentity = identity.allSatisfy { constraints[$0] != nil }
             for (attribute, value) in constraints {
                 guard let index = schema.primaryKey.firstIndex(of: attribute) else { continue }
-                wanted.append((index, RowDigest.attribute(itemClass, attribute, value, mac: keys.indexMAC)))
+                wanted.append((index, RowDigest.attribute(itemClass, attribute, value, mac: keys.indexMAC), identity.contains(attribute)))
             }
-            let identity = EtcdKeyspace.identityAttributes(itemClass)
-            stored = identity.allSatisfy({ constraints[$0] != nil })
+            stored = byIdentity
                 ? try scan(keyspace.items(itemClass, identity: EtcdKeyspace.identity(itemClass, constraints, mac: keys.indexMAC)))
                 : try scan(keyspace.items(itemClass))
         } else {
             stored = try scan(keyspace.items(itemClass))
         }
-        var rows: [(key: Data, row: EtcdRow?)] = []
+        var rows: [(key: Data, row: EtcdRow?, damage: String?)] = []
         for (key, value) in stored {
             let row = EtcdRow(decoding: value)
-            if let row, !wanted.allSatisfy({ $0.index < row.digests.count && row.digests[$0.index] == $0.digest }) { continue }
-            rows.append((key, row))
+            var damage: String?
+            if let parsed = row {
+                let failing = wanted.filter { !($0.index < parsed.digests.count && parsed.digests[$0.index] == $0.digest) }
+                // Under the identity's prefix, the key itself says the identity attributes match: a value whose
+                // digests disagree was moved or edited, and is reported damaged (opening it would fail) rather than
+                // silently left out.
+                if byIdentity, failing.contains(where: \.identity) {
+                    damage = "index digests"
+                } else if !failing.isEmpty {
+                    continue
+                }
+            }
+            rows.append((key, row, damage))
         }
         // In row-id order, as inserted; each row decrypted only when visited.
         rows.sort { lhs, rhs in
             let (a, b) = (lhs.row?.rowID ?? 0, rhs.row?.rowID ?? 0)
             return a != b ? a < b : lhs.key.lexicographicallyPrecedes(rhs.key)
         }
-        for (key, row) in rows {
-            guard try body(candidate(itemClass, key: key, row: row)) else { return }
+        for (key, row, damage) in rows {
+            let found = damage.map { damaged(itemClass, row?.rowID ?? 0, $0) } ?? candidate(itemClass, key: key, row: row)
+            guard try body(found) else { return }
         }
     }
 

@@ -87,6 +87,35 @@ package struct KeyringCache: Sendable {
         #endif
     }
 
+    /// Records that the keychain was locked at `date` (an entry of its own, with no keys, living as long as the keys
+    /// could): a process holding keys unlocked before that date drops them at its next call. Storages whose lock is
+    /// per machine use it (etcd); a keychain file records its locks in the file instead. Best effort: where the
+    /// keyring is not available each process locks and unlocks for itself anyway.
+    package func recordLock(at date: Date) {
+        #if os(Linux)
+        var payload = Data()
+        RowCodec.writeInt(date.timeIntervalSince1970.bitPattern, to: &payload)
+        let serial = payload.withUnsafeBytes { ckeyring_add(base + ":locked", $0.baseAddress, $0.count) }
+        if serial > 0 { _ = ckeyring_set_timeout(serial, UInt32(Self.lifetime * 2)) }
+        #endif
+    }
+
+    /// When the keychain was last locked on this machine (``recordLock(at:)``), if the record lives.
+    package func lastLock() -> Date? {
+        #if os(Linux)
+        let serial = ckeyring_search(base + ":locked")
+        guard serial > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 16)
+        guard ckeyring_read(serial, &buffer, buffer.count) == 8 else { return nil }
+        var bits: UInt64 = 0
+        for i in 0..<8 { bits = (bits << 8) | UInt64(buffer[i]) }
+        let seconds = Double(bitPattern: bits)
+        return seconds.isFinite ? Date(timeIntervalSince1970: seconds) : nil
+        #else
+        return nil
+        #endif
+    }
+
     /// Removes the full entry (the after-first-unlock entry stays).
     package func removeFull() { remove(full: true) }
 

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import KeychainEngine
 @testable import KeychainFile
+import KeychainSealing
 import Testing
 
 /// Reads one column of one row as an attacker with the file would.
@@ -417,7 +418,7 @@ struct UnlockCacheTests {
         let path = TempDir().path()
         let file = try KeychainFile.create(at: path, password: "pw", settings: KeychainSettings(lockAfterTimeout: 600))
         let header = try #require(file.header.fileID)
-        let cache = KeyringCache(identity: FileIdentity(device: file.device, inode: file.inode, fileID: header))
+        let cache = KeyringCache(file: FileIdentity(device: file.device, inode: file.inode, fileID: header))
         let afu = try #require(expiry(of: cache.base + ":afu"), "the kernel keyring is not available here")
         #expect(afu != "perm")
         #expect(afu.hasSuffix("h") || afu.hasSuffix("m"))
@@ -435,7 +436,7 @@ struct UnlockCacheTests {
     func deleteRemovesEntries() throws {
         let path = TempDir().path()
         let file = try KeychainFile.create(at: path, password: "pw")
-        let cache = KeyringCache(identity: FileIdentity(device: file.device, inode: file.inode, fileID: try #require(file.header.fileID)))
+        let cache = KeyringCache(file: FileIdentity(device: file.device, inode: file.inode, fileID: try #require(file.header.fileID)))
         try #require(expiry(of: cache.base + ":afu") != nil, "the kernel keyring is not available here")
         try KeychainFile.delete(at: path)
         #expect(isGone(cache.base + ":afu"))

@@ -3,6 +3,7 @@ import CSQLite
 import Foundation
 import KeychainEngine
 @testable import KeychainFile
+import KeychainSealing
 import KeystoneTesting
 import Testing
 #if canImport(KeychainTPM)
