@@ -1,1 +1,0 @@
-// The etcd test cluster.
