@@ -90,6 +90,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
         let peerPort: UInt16
         var process: Process?
         var killed = false
+        var paused = false
     }
 
     private let options: Options
@@ -210,7 +211,10 @@ public final class EtcdTestCluster: @unchecked Sendable {
                 if log.contains("address already in use") { return false }
                 throw Failure(description: "EtcdTestCluster: m\(index) exited while starting\(logTail())")
             }
-            if (0..<memberCount).allSatisfy({ isHealthy($0) }) { return true }
+            // Every member healthy, and still running: a member whose port another etcd took exits within
+            // milliseconds, long before an election; the second look makes sure the answers were not that etcd's.
+            if (0..<memberCount).allSatisfy({ isHealthy($0) }),
+               processes.allSatisfy({ $0?.isRunning ?? false }) { return true }
             if Date() >= deadline {
                 throw Failure(description: "EtcdTestCluster: the cluster was not healthy within 60 s\(logTail())")
             }
@@ -259,6 +263,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
         watchdog.watch(process.processIdentifier)
         members[index].process = process
         members[index].killed = false
+        members[index].paused = false
     }
 
     // MARK: - Faults
@@ -278,6 +283,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
         process.waitUntilExit()
         members[member].process = nil
         members[member].killed = true
+        members[member].paused = false
     }
 
     /// Stops member `member` (SIGSTOP) without closing anything: its connections stay open, the kernel even accepts
@@ -291,6 +297,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
         else { return }
         let pid = process.processIdentifier
         Glibc.kill(pid, SIGSTOP)
+        members[member].paused = true
         // The signal is delivered asynchronously: wait (bounded) for state T in /proc/PID/stat.
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline && Self.processState(pid) != "T" { _ = poll(nil, 0, 1) }
@@ -303,11 +310,12 @@ public final class EtcdTestCluster: @unchecked Sendable {
         guard !stopped, members.indices.contains(member), let process = members[member].process, process.isRunning
         else { return }
         Glibc.kill(process.processIdentifier, SIGCONT)
+        members[member].paused = false
     }
 
     /// Starts a killed member again, on the same ports and data directory (`--initial-cluster-state existing`), and
-    /// returns once it serves: it answers `/version`, and, when a majority of the members runs (a quorum can exist),
-    /// `/health` says it is healthy (it has a leader and serves a linearizable read).
+    /// returns once it serves: it answers `/version`, and, when a majority of the members runs unpaused (a quorum
+    /// can exist), `/health` says it is healthy (it has a leader and serves a linearizable read).
     ///
     /// Another process may have taken one of its ports meanwhile (the ports are not reserved): then the member exits
     /// and this throws.
@@ -333,7 +341,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
             throw error
         }
         let process = members[member].process
-        let quorum = members.filter { $0.process != nil }.count > members.count / 2
+        let quorum = members.filter { $0.process != nil && !$0.paused }.count > members.count / 2
         lock.unlock()
         let deadline = Date().addingTimeInterval(60)
         while !answersVersion(member) {
