@@ -1,0 +1,595 @@
+import AsyncHTTPClient
+import Foundation
+import KeychainEngine
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// One key of etcd's key-value store with its revisions.
+package struct EtcdKeyValue: Sendable, Hashable {
+    package var key: Data
+    package var value: Data
+    /// The store revision of the key's creation (0 for a key that does not exist).
+    package var createRevision: Int64
+    /// The store revision of the key's last change.
+    package var modRevision: Int64
+    /// How many times the key changed since its creation (1 after the first put).
+    package var version: Int64
+
+    package init(key: Data, value: Data, createRevision: Int64, modRevision: Int64, version: Int64) {
+        self.key = key
+        self.value = value
+        self.createRevision = createRevision
+        self.modRevision = modRevision
+        self.version = version
+    }
+}
+
+/// The answer of a range read.
+package struct EtcdRangeResult: Sendable {
+    /// The store revision the read saw (one consistent snapshot).
+    package var revision: Int64
+    package var kvs: [EtcdKeyValue]
+    /// True when `limit` cut the answer short.
+    package var more: Bool
+    /// How many keys the range holds (regardless of `limit`).
+    package var count: Int64
+
+    package init(revision: Int64, kvs: [EtcdKeyValue], more: Bool, count: Int64) {
+        self.revision = revision
+        self.kvs = kvs
+        self.more = more
+        self.count = count
+    }
+}
+
+/// A condition of a transaction. A key that does not exist has create and mod revision 0.
+package enum EtcdCompare: Sendable, Hashable {
+    case createRevision(Data, equals: Int64)
+    case modRevision(Data, equals: Int64)
+    case value(Data, equals: Data)
+}
+
+/// An operation of a transaction.
+package enum EtcdOperation: Sendable, Hashable {
+    /// Put a key's value.
+    case put(Data, Data)
+    /// Delete one key.
+    case delete(Data)
+    /// Delete every key that starts with the prefix.
+    case deletePrefix(Data)
+    /// Read one key.
+    case range(Data)
+}
+
+/// The result of one transaction operation, in the order of the operations.
+package enum EtcdOperationResult: Sendable {
+    case range(EtcdRangeResult)
+    case put
+    case delete(deleted: Int64)
+}
+
+/// The answer of a transaction.
+package struct EtcdTxnResult: Sendable {
+    /// The store revision after the transaction.
+    package var revision: Int64
+    /// Whether every comparison held (and so `success` ran, else `failure`).
+    package var succeeded: Bool
+    package var responses: [EtcdOperationResult]
+}
+
+/// A member of the cluster.
+package struct EtcdMember: Sendable, Hashable {
+    package var id: UInt64
+    /// Empty for a member added but not started yet.
+    package var name: String
+    package var clientURLs: [String]
+    package var peerURLs: [String]
+}
+
+/// One endpoint's own view of the cluster.
+package struct EtcdEndpointStatus: Sendable {
+    package var endpoint: EtcdConfiguration.Endpoint
+    /// The etcd server version, e.g. "3.4.23".
+    package var version: String
+    /// The size of the member's database file in bytes.
+    package var dbSize: Int64
+    package var memberID: UInt64
+    /// The member ID of the leader this member knows (0: none).
+    package var leader: UInt64
+    package var raftTerm: Int64
+    package var raftIndex: Int64
+}
+
+/// A blocking client of etcd's v3 JSON gateway with failover across the configured endpoints.
+///
+/// Every call blocks the calling thread on AsyncHTTPClient's `EventLoopFuture` while the client's own NIO thread does
+/// the I/O; it must never be called on an event loop. A call has one deadline (``EtcdConfiguration/timeout``, from its
+/// start) across every endpoint; each HTTP request gets min(remaining, max(0.5 s, timeout / 2)) so one hung member
+/// cannot eat it all. Calls start at the endpoint that last answered and go round-robin.
+///
+/// Reads are retried on any endpoint until the deadline. Writes are retried on another endpoint only when they surely
+/// were not applied (not connected, "no leader", "not capable"); a write that was sent and got no answer, or an answer
+/// that leaves its fate open ("request timed out", "leader changed"), throws ``EtcdError/indeterminate(_:)`` at once.
+package final class EtcdClient: Sendable {
+    /// Where the client goes.
+    package let configuration: EtcdConfiguration
+
+    private let group: MultiThreadedEventLoopGroup
+    private let http: HTTPClient
+    private let state = LockedBox(State())
+    private let perRequestTimeout: TimeInterval
+
+    private struct State {
+        /// The endpoint that answered last: calls start there.
+        var preferred = 0
+        /// The authentication token of `configuration.user`.
+        var token: String?
+        var isShutDown = false
+    }
+
+    private enum CallKind {
+        case read
+        case write
+        /// `/v3/auth/authenticate`: idempotent, sent without a token.
+        case authenticate
+        var isWrite: Bool { if case .write = self { true } else { false } }
+    }
+
+    /// A client for `configuration`, with its own event loop thread and connection pool (HTTP/1.1 keep-alive).
+    ///
+    /// - Throws: `EngineError` `errSecParam` when a TLS file cannot be read or parsed (the message names the file).
+    package init(configuration: EtcdConfiguration) throws {
+        self.configuration = configuration
+        self.perRequestTimeout = max(0.5, configuration.timeout / 2)
+        var httpConfiguration = HTTPClient.Configuration()
+        if let tls = configuration.tls {
+            httpConfiguration.tlsConfiguration = try Self.makeTLSConfiguration(tls)
+        }
+        httpConfiguration.httpVersion = .http1Only
+        httpConfiguration.redirectConfiguration = .disallow
+        httpConfiguration.decompression = .disabled
+        httpConfiguration.timeout = HTTPClient.Configuration.Timeout(
+            connect: .nanoseconds(Int64(perRequestTimeout * 1_000_000_000)))
+        // A refused connection fails the request at once so the call moves on to the next endpoint, instead of the
+        // pool retrying the same member with back-off until the request's deadline.
+        httpConfiguration.connectionPool.retryConnectionEstablishment = false
+        httpConfiguration.connectionPool.idleTimeout = .seconds(60)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.group = group
+        self.http = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: httpConfiguration)
+    }
+
+    deinit {
+        shutdown()
+    }
+
+    /// Closes the connections and stops the client's event loop thread. Idempotent; later calls throw
+    /// ``EtcdError/unavailable(_:)``.
+    package func shutdown() {
+        let wasShutDown = state.withLock { state in
+            defer { state.isShutDown = true }
+            return state.isShutDown
+        }
+        guard !wasShutDown else { return }
+        try? http.syncShutdown()
+        try? group.syncShutdownGracefully()
+    }
+
+    // MARK: - Key-value calls
+
+    /// A linearizable range read: one key when `rangeEnd` is nil, else `[key, rangeEnd)` (etcd's `range_end`).
+    ///
+    /// At `revision` when given (a snapshot read). Retried on every endpoint until the deadline.
+    /// - Throws: ``EtcdError``: `.compacted` when `revision` was compacted away, `.unavailable` after the deadline.
+    package func range(_ key: Data, rangeEnd: Data? = nil, revision: Int64? = nil, limit: Int? = nil) throws -> EtcdRangeResult {
+        let request = Wire.RangeRequest(key: key, rangeEnd: rangeEnd, limit: limit.map { WireInt64(Int64($0)) },
+                                        revision: revision.map(WireInt64.init))
+        let response: Wire.RangeResponse = try call("/v3/kv/range", request, kind: .read)
+        return response.result
+    }
+
+    /// A prefix read: every key that starts with `prefix` (range end: the prefix with its last byte incremented).
+    ///
+    /// - Parameters:
+    ///   - startingAfter: Only keys after this one (for paging with `limit`).
+    /// - Throws: ``EtcdError`` as ``range(_:rangeEnd:revision:limit:)``.
+    package func range(prefix: Data, revision: Int64? = nil, limit: Int? = nil, startingAfter: Data? = nil) throws -> EtcdRangeResult {
+        var start = prefix.isEmpty ? Data([0]) : prefix
+        if let startingAfter { start = startingAfter + Data([0]) }
+        return try range(start, rangeEnd: Self.prefixEnd(prefix), revision: revision, limit: limit)
+    }
+
+    /// An atomic transaction: when every comparison holds, `success` runs, else `failure`.
+    ///
+    /// - Throws: ``EtcdError``: `.indeterminate` when the request was sent and its fate is unknown,
+    ///   `.tooManyOperations`, `.requestTooLarge`, `.unavailable` after the deadline.
+    package func txn(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation] = []) throws -> EtcdTxnResult {
+        let request = Wire.TxnRequest(compare: compare.map(\.wire), success: success.map(\.wire), failure: failure.map(\.wire))
+        let response: Wire.TxnResponse = try call("/v3/kv/txn", request, kind: .write)
+        let revision = response.header?.revision?.value ?? 0
+        let results: [EtcdOperationResult] = (response.responses ?? []).map { op in
+            if let range = op.responseRange { return .range(range.result) }
+            if let delete = op.responseDeleteRange { return .delete(deleted: delete.deleted?.value ?? 0) }
+            if op.responsePut != nil { return .put }
+            // An operation whose answer is all zero fields arrives as {}: which one it was follows from the request.
+            return .put
+        }
+        return EtcdTxnResult(revision: revision, succeeded: response.succeeded ?? false,
+                             responses: Self.fill(results, ops: (response.succeeded ?? false) ? success : failure, revision: revision))
+    }
+
+    /// Puts `value` at `key` unconditionally.
+    ///
+    /// - Returns: The store revision of the put.
+    /// - Throws: ``EtcdError`` as ``txn(compare:success:failure:)``.
+    package func put(_ key: Data, _ value: Data) throws -> Int64 {
+        let response: Wire.PutResponse = try call("/v3/kv/put", Wire.PutRequest(key: key, value: value), kind: .write)
+        return response.header?.revision?.value ?? 0
+    }
+
+    /// The cluster's members.
+    ///
+    /// - Throws: ``EtcdError``: `.unavailable` after the deadline.
+    package func members() throws -> [EtcdMember] {
+        let response: Wire.MemberListResponse = try call("/v3/cluster/member/list", Wire.Empty(), kind: .read)
+        return (response.members ?? []).map {
+            EtcdMember(id: $0.id?.value ?? 0, name: $0.name ?? "", clientURLs: $0.clientURLs ?? [], peerURLs: $0.peerURLs ?? [])
+        }
+    }
+
+    /// What `endpoint` says of itself (version, database size, leader, raft term and index). That endpoint only, no
+    /// failover; one attempt within the configured timeout.
+    ///
+    /// - Throws: ``EtcdError``: `.unavailable` naming the endpoint when it does not answer.
+    package func status(of endpoint: EtcdConfiguration.Endpoint) throws -> EtcdEndpointStatus {
+        let response: Wire.StatusResponse = try call("/v3/maintenance/status", Wire.Empty(), kind: .read, only: endpoint)
+        return EtcdEndpointStatus(endpoint: endpoint, version: response.version ?? "", dbSize: response.dbSize?.value ?? 0,
+                                  memberID: response.header?.memberID?.value ?? 0, leader: response.leader?.value ?? 0,
+                                  raftTerm: response.raftTerm?.value ?? 0, raftIndex: response.raftIndex?.value ?? 0)
+    }
+
+    /// The end of the range of keys starting with `prefix`: the prefix with its last byte below 0xFF incremented (and
+    /// the 0xFF bytes after it dropped); `\0` (every key) when there is none.
+    package static func prefixEnd(_ prefix: Data) -> Data {
+        var end = Array(prefix)
+        while let last = end.last {
+            if last < 0xFF {
+                end[end.count - 1] = last + 1
+                return Data(end)
+            }
+            end.removeLast()
+        }
+        return Data([0])
+    }
+
+    /// An operation answered with only zero fields comes back as `{}`; name it after the request's operation.
+    private static func fill(_ results: [EtcdOperationResult], ops: [EtcdOperation], revision: Int64) -> [EtcdOperationResult] {
+        guard results.count == ops.count else { return results }
+        return zip(results, ops).map { result, op in
+            switch (result, op) {
+            case (.put, .delete), (.put, .deletePrefix): .delete(deleted: 0)
+            case (.put, .range): .range(EtcdRangeResult(revision: revision, kvs: [], more: false, count: 0))
+            default: result
+            }
+        }
+    }
+
+    // MARK: - Calls with failover
+
+    private enum Outcome {
+        /// An HTTP answer.
+        case answer(status: Int, body: Data)
+        /// The request surely did not reach the member (not connected, TLS handshake failed, …).
+        case notSent(String)
+        /// The request may have reached the member; no answer came.
+        case noAnswer(String)
+    }
+
+    private func call<Request: Encodable, Response: Decodable>(
+        _ path: String, _ request: Request, kind: CallKind, only: EtcdConfiguration.Endpoint? = nil
+    ) throws -> Response {
+        precondition(MultiThreadedEventLoopGroup.currentEventLoop == nil,
+                     "EtcdClient blocks the calling thread: never call it on an event loop")
+        let body: Data
+        do {
+            body = try JSONEncoder().encode(request)
+        } catch {
+            throw EtcdError.server(code: 0, message: "cannot encode the request: \(error)")
+        }
+        let start = NIODeadline.now()
+        let deadline = start + .nanoseconds(Int64(configuration.timeout * 1_000_000_000))
+        let endpoints = only.map { [$0] } ?? configuration.endpoints
+        var index = only == nil ? state.withLock { $0.preferred } % endpoints.count : 0
+        var lastFailure = [String?](repeating: nil, count: endpoints.count)
+        var attemptsInRound = 0
+        var backoff: TimeInterval = 0.025
+        var renewedToken = false
+
+        func unavailable() -> EtcdError {
+            let names = endpoints.map(\.description).joined(separator: ", ")
+            let details = zip(endpoints, lastFailure).map { "\($0): \($1 ?? "not tried")" }.joined(separator: "; ")
+            let within = only == nil ? "within \(EtcdConfiguration.format(seconds: configuration.timeout)) s" : ""
+            return .unavailable("etcd at \(names) did not answer\(within.isEmpty ? "" : " " + within): \(details)")
+        }
+
+        while true {
+            let remaining = deadline - NIODeadline.now()
+            if remaining <= .zero { throw unavailable() }
+            if isShutDown { throw EtcdError.unavailable("the etcd client for \(configuration) was shut down") }
+            let endpoint = endpoints[index]
+
+            var token: String?
+            if kind != .authenticate, configuration.user != nil {
+                token = try self.token(deadline: deadline)
+            }
+            let requestTimeout = min(remaining, .nanoseconds(Int64(perRequestTimeout * 1_000_000_000)))
+            let outcome = send(path, body: body, to: endpoint, token: token, timeout: requestTimeout)
+
+            var failure: String
+            switch outcome {
+            case .answer(let status, let data) where status == 200:
+                do {
+                    let response = try JSONDecoder().decode(Response.self, from: data)
+                    if only == nil { state.withLock { $0.preferred = index } }
+                    return response
+                } catch {
+                    throw EtcdError.server(code: status, message: "etcd at \(endpoint) gave an answer that is not what \(path) returns: \(error)")
+                }
+            case .answer(let status, let data):
+                let answer = try? JSONDecoder().decode(Wire.ErrorResponse.self, from: data)
+                let message = answer?.message ?? answer?.error ?? String(decoding: data.prefix(300), as: UTF8.self)
+                let code = answer?.code ?? status
+                switch classify(message, httpStatus: status, isEtcdAnswer: answer?.code != nil || answer?.message != nil) {
+                case .compacted:
+                    throw EtcdError.compacted
+                case .tooManyOperations:
+                    throw EtcdError.tooManyOperations("etcd at \(endpoint): \(message)")
+                case .requestTooLarge:
+                    throw EtcdError.requestTooLarge("etcd at \(endpoint): \(message)")
+                case .renewToken where kind != .authenticate && configuration.user != nil && !renewedToken:
+                    renewedToken = true
+                    if let token { state.withLock { if $0.token == token { $0.token = nil } } }
+                    continue
+                case .renewToken, .authenticationFailed:
+                    throw EtcdError.authenticationFailed(authenticationMessage(message, endpoint: endpoint))
+                case .permissionDenied:
+                    throw EtcdError.permissionDenied("etcd at \(endpoint): \(message) (user \(configuration.user ?? "none"))")
+                case .notApplied:
+                    failure = message
+                case .maybeApplied:
+                    if kind.isWrite {
+                        throw EtcdError.indeterminate("etcd at \(endpoint) answered \"\(message)\" to a write")
+                    }
+                    failure = message
+                case .other:
+                    throw EtcdError.server(code: code, message: "etcd at \(endpoint): \(message)")
+                }
+            case .notSent(let reason):
+                failure = reason
+            case .noAnswer(let reason):
+                if kind.isWrite {
+                    throw EtcdError.indeterminate("etcd at \(endpoint) got a write and did not answer it (\(reason))")
+                }
+                failure = reason
+            }
+
+            lastFailure[index] = failure
+            if only != nil { throw unavailable() }
+            index = (index + 1) % endpoints.count
+            attemptsInRound += 1
+            if attemptsInRound >= endpoints.count {
+                // Every endpoint failed once: pause before the next round instead of spinning on refused connections.
+                attemptsInRound = 0
+                let left = Double((deadline - NIODeadline.now()).nanoseconds) / 1e9
+                if left > 0 { Thread.sleep(forTimeInterval: min(backoff, left)) }
+                backoff = min(backoff * 2, 0.4)
+            }
+        }
+    }
+
+    private var isShutDown: Bool { state.withLock { $0.isShutDown } }
+
+    private func authenticationMessage(_ message: String, endpoint: EtcdConfiguration.Endpoint) -> String {
+        let lowered = message.lowercased()
+        if let user = configuration.user {
+            if lowered.contains("not enabled") {
+                return "etcd at \(endpoint): user \(user) was given but the cluster has no authentication enabled (\(message)); drop ?user="
+            }
+            return "etcd at \(endpoint) refused user \(user): \(message)"
+        }
+        return "etcd at \(endpoint) requires authentication (\(message)): give ?user=NAME and the password in \(EtcdConfiguration.passwordEnvironmentVariable)"
+    }
+
+    /// The cached token, or a new one from `/v3/auth/authenticate`.
+    private func token(deadline: NIODeadline) throws -> String {
+        if let token = state.withLock({ $0.token }) { return token }
+        guard let user = configuration.user, let password = configuration.password else { return "" }
+        let remaining = Double((deadline - NIODeadline.now()).nanoseconds) / 1e9
+        guard remaining > 0 else { throw EtcdError.unavailable("etcd: no time left to authenticate user \(user)") }
+        let response: Wire.AuthenticateResponse = try call(
+            "/v3/auth/authenticate", Wire.AuthenticateRequest(name: user, password: password), kind: .authenticate)
+        guard let token = response.token, !token.isEmpty else {
+            throw EtcdError.authenticationFailed("etcd gave no token to user \(user): is authentication enabled?")
+        }
+        state.withLock { $0.token = token }
+        return token
+    }
+
+    private enum ErrorClass {
+        case compacted, tooManyOperations, requestTooLarge, renewToken, authenticationFailed, permissionDenied
+        /// Rejected before anything was proposed: any request may go to another member.
+        case notApplied
+        /// A write may have been applied; a read may go to another member.
+        case maybeApplied
+        case other
+    }
+
+    private func classify(_ message: String, httpStatus: Int, isEtcdAnswer: Bool) -> ErrorClass {
+        let text = message.lowercased()
+        if text.contains("required revision has been compacted") { return .compacted }
+        if text.contains("too many operations in txn request") { return .tooManyOperations }
+        if text.contains("request is too large") || text.contains("larger than max") { return .requestTooLarge }
+        if text.contains("invalid auth token") || text.contains("revision of auth store is old") { return .renewToken }
+        if text.contains("user name is empty") { return configuration.user == nil ? .authenticationFailed : .renewToken }
+        if text.contains("authentication failed") || text.contains("authentication is not enabled")
+            || text.contains("invalid user id or password") { return .authenticationFailed }
+        if text.contains("permission denied") { return .permissionDenied }
+        if text.contains("no leader") || text.contains("not capable") || text.contains("too many requests") { return .notApplied }
+        if text.contains("timed out") || text.contains("leader changed") || text.contains("server stopped")
+            || text.contains("unhealthy cluster") || text.contains("connection lost") { return .maybeApplied }
+        if httpStatus == 502 || httpStatus == 503 {
+            // Unavailable from etcd with a message not known above: its fate is open. A proxy's bare 502/503: not applied.
+            return isEtcdAnswer ? .maybeApplied : .notApplied
+        }
+        if httpStatus == 504 { return .maybeApplied }
+        return .other
+    }
+
+    // MARK: - One HTTP request
+
+    private func send(_ path: String, body: Data, to endpoint: EtcdConfiguration.Endpoint, token: String?,
+                      timeout: TimeAmount) -> Outcome {
+        let scheme = configuration.tls == nil ? "http" : "https"
+        let request: HTTPClient.Request
+        do {
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/json")
+            // etcd answers "no leader" at once instead of waiting for one (grpc metadata "hasleader").
+            headers.add(name: "Grpc-Metadata-hasleader", value: "true")
+            if let token, !token.isEmpty { headers.add(name: "Authorization", value: token) }
+            request = try HTTPClient.Request(url: "\(scheme)://\(endpoint)\(path)", method: .POST, headers: headers,
+                                             body: .byteBuffer(ByteBuffer(bytes: body)))
+        } catch {
+            return .notSent("bad request URL: \(error)")
+        }
+        let collector = ResponseCollector()
+        let task = http.execute(request: request, delegate: collector, deadline: .now() + timeout)
+        do {
+            let (status, data) = try task.futureResult.wait()
+            return .answer(status: status, body: data)
+        } catch {
+            let reason = Self.describe(error, timeout: timeout)
+            if !collector.requestSent, !Self.mayHaveBeenSent(error) { return .notSent(reason) }
+            return .noAnswer(reason)
+        }
+    }
+
+    /// Errors after which a request that did not report its head as written may still have been sent.
+    private static func mayHaveBeenSent(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError {
+            return error == .deadlineExceeded || error == .readTimeout || error == .cancelled
+        }
+        return false
+    }
+
+    private static func describe(_ error: any Error, timeout: TimeAmount) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout:
+                return "no answer within \(EtcdConfiguration.format(seconds: Double(timeout.nanoseconds) / 1e9)) s"
+            case .connectTimeout, .getConnectionFromPoolTimeout: return "connect timed out"
+            case .tlsHandshakeTimeout: return "TLS handshake timed out"
+            case .remoteConnectionClosed: return "connection closed"
+            case .alreadyShutdown: return "client shut down"
+            default: return "\(error)"
+            }
+        }
+        if let error = error as? NIOConnectionError {
+            if let first = error.connectionErrors.first { return describe(first.error, timeout: timeout) }
+            if let dns = error.dnsAError ?? error.dnsAAAAError { return "cannot resolve \(error.host): \(dns)" }
+            return "cannot connect"
+        }
+        if let error = error as? IOError {
+            return String(cString: strerror(error.errnoCode)).lowercased()
+        }
+        if let error = error as? ChannelError, case .connectTimeout = error { return "connect timed out" }
+        if let error = error as? NIOSSLError {
+            return "TLS handshake failed: \(error) (check the CA file ca= and the client certificate cert=/key=)"
+        }
+        if error is NIOSSLExtraError {
+            return "TLS: the member's certificate does not match its address: \(error)"
+        }
+        return "\(error)"
+    }
+
+    // MARK: - TLS
+
+    private static func makeTLSConfiguration(_ tls: EtcdConfiguration.TLS) throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = .fullVerification
+        if let caFile = tls.caFile {
+            let roots: [NIOSSLCertificate]
+            do {
+                roots = try NIOSSLCertificate.fromPEMFile(caFile)
+            } catch {
+                throw EngineError.param("etcd: cannot read the CA certificates (PEM) in \(caFile): \(error)")
+            }
+            guard !roots.isEmpty else { throw EngineError.param("etcd: no PEM certificate in the CA file \(caFile)") }
+            configuration.trustRoots = .certificates(roots)
+        }
+        if let certificateFile = tls.certificateFile, let keyFile = tls.keyFile {
+            let chain: [NIOSSLCertificate]
+            do {
+                chain = try NIOSSLCertificate.fromPEMFile(certificateFile)
+            } catch {
+                throw EngineError.param("etcd: cannot read the client certificate (PEM) in \(certificateFile): \(error)")
+            }
+            guard !chain.isEmpty else { throw EngineError.param("etcd: no PEM certificate in \(certificateFile)") }
+            let key: NIOSSLPrivateKey
+            do {
+                key = try NIOSSLPrivateKey(file: keyFile, format: .pem)
+            } catch {
+                throw EngineError.param("etcd: cannot read the client private key (PEM) in \(keyFile): \(error)")
+            }
+            configuration.certificateChain = chain.map { .certificate($0) }
+            configuration.privateKey = .privateKey(key)
+        }
+        return configuration
+    }
+}
+
+/// Collects one response's status and body, and whether the request head went out.
+private final class ResponseCollector: HTTPClientResponseDelegate, @unchecked Sendable {
+    typealias Response = (Int, Data)
+
+    // Written on the event loop, read by the calling thread after the future completed (or failed).
+    private let sent = LockedBox(false)
+    private var status = 0
+    private var body = Data()
+
+    var requestSent: Bool { sent.withLock { $0 } }
+
+    func didSendRequestHead(task: HTTPClient.Task<Response>, _ head: HTTPRequestHead) {
+        sent.withLock { $0 = true }
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        status = Int(head.status.code)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        body.append(contentsOf: buffer.readableBytesView)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
+        (status, body)
+    }
+}
+
+/// A value behind a lock.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import KeychainEngine
+
+/// How an etcd call failed.
+///
+/// ``engineError`` turns it into the keychain's `OSStatus`:
+/// - ``unavailable(_:)``, ``indeterminate(_:)``, ``compacted``: `errSecNotAvailable` (-25291);
+/// - ``tooManyOperations(_:)``: `errSecQuotaExceeded` (-67596): a limit of the cluster's configuration
+///   (`--max-txn-ops`), not of one item;
+/// - ``requestTooLarge(_:)``: `errSecDataTooLarge` (-25302): the item (or the request carrying it) exceeds the
+///   cluster's `--max-request-bytes`;
+/// - ``authenticationFailed(_:)``: `errSecAuthFailed` (-25293);
+/// - ``permissionDenied(_:)``: `errSecWrPerm` (-61);
+/// - ``server(code:message:)``: `errSecIO` (-36).
+package enum EtcdError: Error, CustomStringConvertible {
+    /// No endpoint answered within the deadline; the message names every endpoint and what each last said.
+    case unavailable(String)
+    /// A write was sent and no answer came: it may or may not have been applied.
+    case indeterminate(String)
+    /// A read at a revision etcd has compacted away.
+    case compacted
+    /// "etcdserver: too many operations in txn request" (`--max-txn-ops`, default 128).
+    case tooManyOperations(String)
+    /// "etcdserver: request is too large" (`--max-request-bytes`, default 1.5 MiB).
+    case requestTooLarge(String)
+    /// A wrong user or password, authentication not enabled while a user is given, or required while none is.
+    case authenticationFailed(String)
+    /// "etcdserver: permission denied" (etcd's RBAC).
+    case permissionDenied(String)
+    /// Anything else etcd answered: the gRPC code (or the HTTP status when etcd gave none) and its message.
+    case server(code: Int, message: String)
+
+    package var description: String {
+        switch self {
+        case .unavailable(let message): message
+        case .indeterminate(let message): message
+        case .compacted: "etcd: the revision read has been compacted (mvcc: required revision has been compacted)"
+        case .tooManyOperations(let message): message
+        case .requestTooLarge(let message): message
+        case .authenticationFailed(let message): message
+        case .permissionDenied(let message): message
+        case .server(let code, let message): "etcd answered with an error (code \(code)): \(message)"
+        }
+    }
+
+    /// The keychain error for this failure, with a message that says what to do.
+    package var engineError: EngineError {
+        switch self {
+        case .unavailable(let message):
+            EngineError(Status.notAvailable, "\(message). Check that a majority of the etcd members run and that this machine reaches them.")
+        case .indeterminate(let message):
+            EngineError(Status.notAvailable, "\(message). The change may or may not have been applied: read the item back before retrying.")
+        case .compacted:
+            EngineError(Status.notAvailable, "etcd compacted the revision this read needed; retry the call.")
+        case .tooManyOperations(let message):
+            EngineError(Status.quotaExceeded, "\(message): the change needs more operations in one transaction than the cluster's --max-txn-ops (default 128) allows; change fewer items at once or raise --max-txn-ops on every member.")
+        case .requestTooLarge(let message):
+            EngineError(Status.dataTooLarge, "\(message): the item is larger than the cluster's --max-request-bytes (default 1.5 MiB) allows; store smaller items or raise --max-request-bytes on every member.")
+        case .authenticationFailed(let message):
+            EngineError(Status.authFailed, "\(message). Check ?user= and \(EtcdConfiguration.passwordEnvironmentVariable).")
+        case .permissionDenied(let message):
+            EngineError(Status.wrPerm, "\(message): the etcd user lacks a role granting read-write access to this keychain's keys.")
+        case .server(let code, let message):
+            EngineError(Status.io, "etcd answered with an error (code \(code)): \(message)")
+        }
+    }
+}
