@@ -77,6 +77,12 @@ package struct EtcdTxnResult: Sendable {
     /// Whether every comparison held (and so `success` ran, else `failure`).
     package var succeeded: Bool
     package var responses: [EtcdOperationResult]
+
+    package init(revision: Int64, succeeded: Bool, responses: [EtcdOperationResult]) {
+        self.revision = revision
+        self.succeeded = succeeded
+        self.responses = responses
+    }
 }
 
 /// A member of the cluster.
@@ -86,6 +92,13 @@ package struct EtcdMember: Sendable, Hashable {
     package var name: String
     package var clientURLs: [String]
     package var peerURLs: [String]
+
+    package init(id: UInt64, name: String, clientURLs: [String], peerURLs: [String]) {
+        self.id = id
+        self.name = name
+        self.clientURLs = clientURLs
+        self.peerURLs = peerURLs
+    }
 }
 
 /// One endpoint's own view of the cluster.

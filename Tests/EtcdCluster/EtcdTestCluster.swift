@@ -38,13 +38,17 @@ public final class EtcdTestCluster: @unchecked Sendable {
         /// When true, clients must use https with a client certificate signed by the cluster's CA (etcd
         /// `--client-cert-auth`); peers stay plain http. Default false: plain http.
         public var tls: Bool
+        /// etcd's `--max-txn-ops` (operations in one transaction); nil: etcd's default, 128.
+        public var maxTxnOps: Int?
 
         /// - Parameters:
         ///   - members: How many members (at least 1).
         ///   - tls: Whether clients must use https with a client certificate.
-        public init(members: Int = 3, tls: Bool = false) {
+        ///   - maxTxnOps: etcd's `--max-txn-ops`; nil keeps etcd's default (128).
+        public init(members: Int = 3, tls: Bool = false, maxTxnOps: Int? = nil) {
             self.members = members
             self.tls = tls
+            self.maxTxnOps = maxTxnOps
         }
     }
 
@@ -239,6 +243,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
             "--logger", "zap", "--log-outputs", "stderr",
             "--heartbeat-interval", "50", "--election-timeout", "500",
         ]
+        if let maxTxnOps = options.maxTxnOps { arguments += ["--max-txn-ops", String(maxTxnOps)] }
         if let tls = tlsFiles {
             let dir = directory.appendingPathComponent("tls").path
             arguments += ["--cert-file", "\(dir)/server.crt", "--key-file", "\(dir)/server.key",
