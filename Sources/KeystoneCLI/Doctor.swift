@@ -482,7 +482,7 @@ struct EtcdReport {
         }
         switch keychain.lockState {
         case .unlocked?:
-            let how = keychain.emptyPassword == true ? "its password is empty" : keychain.unlockCacheAvailable ? "through the unlock cache (kernel keyring)" : "in this process"
+            let how = keychain.emptyPassword == true ? "its password is empty" : keychain.unlockCacheAvailable ? "through the unlock cache in the kernel keyring" : "in this process"
             findings.append(DoctorFinding(severity: .ok, check: "this machine", detail: "unlocked for you here (\(how)): this machine can use it now", fix: nil))
         case .lockedAfterFirstUnlock?:
             findings.append(DoctorFinding(severity: .note, check: "this machine", detail: "locked after the timeout (only after-first-unlock items are available here)",

@@ -23,10 +23,12 @@ struct EtcdCLITests {
     static func uniqueName(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())" }
 
     /// A sandbox whose keystone has `KEYSTONE_KEYCHAIN` set (or unset with nil).
-    static func run(_ box: Sandbox, _ arguments: [String], keychainVariable: String? = nil, input: String? = nil) throws -> Run {
+    static func run(_ box: Sandbox, _ arguments: [String], keychainVariable: String? = nil, backendVariable: String? = nil,
+                    input: String? = nil) throws -> Run {
         var environment = box.environment
         for key in environment.keys where key.hasPrefix("KEYSTONE_") { environment[key] = nil }
         environment["KEYSTONE_KEYCHAIN"] = keychainVariable
+        environment["KEYSTONE_BACKEND"] = backendVariable
         return try Run.launch(try #require(Sandbox.binary, "the keystone binary is built by `swift build`"), arguments,
                               environment: environment, input: input.map { Data($0.utf8) })
     }
@@ -211,6 +213,13 @@ struct EtcdCLITests {
             agreed = leaderIDs == [leader["id"] as? String ?? "?"]
         }
         #expect(agreed, "doctor's leader is etcdctl's")
+
+        // KEYSTONE_BACKEND may name it too: doctor says so, and the item verbs use it without an argument.
+        let backend = try doctorJSON(try Self.run(box, ["doctor", "--json"], backendVariable: url))
+        #expect((backend["storage"] as? [String: Any])?["reason"] as? String == "KEYSTONE_BACKEND")
+        #expect((backend["storage"] as? [String: Any])?["name"] as? String == url)
+        #expect(try Self.run(box, ["add-generic-password", "-s", "via-backend", "-a", "a", "-w", "b-secret"], backendVariable: url).status == 0)
+        #expect(try Self.run(box, ["find-generic-password", "-s", "via-backend", "-w", url]).stdout == "b-secret\n")
 
         #expect(try Self.run(box, ["lock-keychain", url]).status == 0)
         let locked = try Self.run(box, ["doctor", url])
