@@ -363,7 +363,7 @@ let package = Package(
             // Keychain files sealed to a real software TPM.
             "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),
-        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer", "PassStore",
+        .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer", "PassStore", "EtcdCluster",
             // verify-cert's tests make their certificates with swift-certificates.
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),

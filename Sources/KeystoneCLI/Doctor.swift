@@ -11,6 +11,9 @@ import Glibc
 #if canImport(KeychainTPM)
 import KeychainTPM
 #endif
+#if canImport(KeychainEtcd)
+import KeychainEtcd
+#endif
 
 // `keystone doctor`: which storage is in use and why, the keychain file, the Secret Service, authentication and
 // the TPM.
@@ -30,13 +33,18 @@ struct Doctor: ParsableCommand {
         reader (fprintd, its device and enrolled fingers); (5) the TPM 2.0 (the Secure Enclave on Linux, which \
         `create-keychain --tpm` seals keychains to): the TCTI in use and where it came from (KEYSTONE_TPM_TCTI, \
         TPM2TOOLS_TCTI, TCTI, or tctildr's default), /dev/tpmrm0 and /dev/tpm0 and whether you can open them, the \
-        manufacturer, vendor and firmware, or why it cannot be used. Each problem comes with a fix.
+        manufacturer, vendor and firmware, or why it cannot be used; (6) for an etcd keychain (etcd://… or \
+        etcds://… as the argument, KEYSTONE_KEYCHAIN or KEYSTONE_BACKEND): each endpoint of the URL (reachable or \
+        why not, etcd version, member id, database size), the member list with names, the leader, each member's \
+        health (it answers status), whether the keychain exists (header format, lock timeout, password) and \
+        whether this machine can use it now (unlocked through the unlock cache, or locked: run unlock-keychain). \
+        Each problem comes with a fix.
 
         Changes nothing, never prompts, never prints a secret. Exits 1 when a problem blocks the storage in use \
         (problems of the storage not in use are only notes or warnings), else 0.
 
-        --json prints one object: "storage" {"kind": "file" or "secret-service", "name": the path or \
-        secret-service:[COLLECTION], "reason": "argument", "KEYSTONE_KEYCHAIN", "KEYSTONE_BACKEND", \
+        --json prints one object: "storage" {"kind": "file", "secret-service" or "etcd", "name": the path, \
+        secret-service:[COLLECTION] or the etcd URL, "reason": "argument", "KEYSTONE_KEYCHAIN", "KEYSTONE_BACKEND", \
         "default-keychain" or "default"}; "file" {"path", "inUse", "exists", "owner", "mode", "format", \
         "locked", "lockState", "sealed", "recoveryPassword", "unlockCache", "findings"}; "secretService" {"inUse", "argument", "available", \
         "busAddress", "addressSource" ("given", "DBUS_SESSION_BUS_ADDRESS", "$XDG_RUNTIME_DIR/bus" or "none"), \
@@ -46,27 +54,35 @@ struct Doctor: ParsableCommand {
         "enrolledFingers", "reason"}, "findings"}; "tpm" {"supported", "disabled", "tcti", "tctiSource" \
         ("KEYSTONE_TPM_TCTI", "TPM2TOOLS_TCTI", "TCTI" or "default"), "devices" [{"path", "exists", "accessible", \
         "owner", "group", "mode"}], "available", "status", "reason", "manufacturer", "vendor", "firmwareVersion", \
-        "specification", "findings"}; "ok" (false when the exit status is 1; authentication and the TPM never \
+        "specification", "findings"}; "etcd" (null unless an etcd keychain is in use) {"url", "endpoints" \
+        [{"endpoint", "reachable", "error", "version", "memberID", "dbSize", "leader"}], "members" [{"id", "name", \
+        "clientURLs", "healthy", "error", "leader"}], "membersError", "leader" {"id", "name"}, "keychain" \
+        {"exists", "error", "status", "headerFormat", "lockAfterTimeout", "emptyPassword", "lockState", \
+        "unlockCacheAvailable"}, "findings"} (member ids as etcdctl prints them, hexadecimal); "ok" (false when the exit status is 1; authentication and the TPM never \
         make it false: a sealed keychain the TPM cannot open is the file's problem). Each \
         finding is {"severity": "ok", "note", "warning" or "problem", "check", "detail", "fix"}. Unknown values \
         are null.
         """)
     @Flag(help: "Print one JSON object (its keys are listed above).") var json = false
-    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let (spec, reason): (String, ToolConfig.Reason) = keychain.map { (resolveKeychain($0), .argument) } ?? ToolConfig.defaultSelection
         let secretServiceInUse = KeychainSpec.isSecretService(spec)
-        let file = FileReport.examine(secretServiceInUse ? ToolConfig.defaultFile : spec, inUse: !secretServiceInUse)
+        let etcdInUse = KeychainSpec.isEtcd(spec)
+        let fileInUse = !secretServiceInUse && !etcdInUse
+        let file = FileReport.examine(fileInUse ? spec : ToolConfig.defaultFile, inUse: fileInUse)
         let secretService = SecretServiceReport.examine(secretServiceInUse ? spec : Self.secretServiceSpec, inUse: secretServiceInUse)
-        let ok = secretServiceInUse ? secretService.usable : file.usable
+        let etcd = etcdInUse ? EtcdReport.examine(spec) : nil
+        let ok = etcd?.usable ?? (secretServiceInUse ? secretService.usable : file.usable)
         let authentication = AuthenticationReport.examine()
         // After the file: one token, so a TPM that serves one connection at a time (swtpm) is opened once.
         let tpm = TPMReport.examine(needed: file.inUse && file.sealed == true)
 
         if json {
             printJSON([
-                "storage": ["kind": secretServiceInUse ? "secret-service" : "file", "name": spec, "reason": reason.rawValue],
+                "storage": ["kind": etcdInUse ? "etcd" : secretServiceInUse ? "secret-service" : "file", "name": spec, "reason": reason.rawValue],
+                "etcd": etcd?.json ?? NSNull(),
                 "file": file.json,
                 "secretService": secretService.json,
                 "authentication": authentication.json.merging(["findings": authentication.findings.map(\.json)]) { $1 },
@@ -74,14 +90,15 @@ struct Doctor: ParsableCommand {
                 "ok": ok,
             ] as [String: Any])
         } else {
-            var text = "storage: " + (secretServiceInUse ? "the Secret Service (\(spec))" : "the keychain file \(spec)")
+            var text = "storage: " + (etcdInUse ? "the etcd keychain \(spec)" : secretServiceInUse ? "the Secret Service (\(spec))" : "the keychain file \(spec)")
                 + ", \(reason.sentence)\n"
+            if let etcd { text += "etcd keychain: \(etcd.url)\n" + Self.lines(etcd.findings) }
             text += "keychain file: \(file.path)\(file.inUse ? "" : " (not in use)")\n" + Self.lines(file.findings)
             text += "Secret Service: \(secretService.argument)\(secretService.inUse ? "" : " (not in use)")\n" + Self.lines(secretService.findings)
             text += "authentication (LAContext, access-controlled items):\n" + Self.lines(authentication.findings)
             text += "TPM 2.0 (Secure Enclave keys, sealed keychains):\n" + Self.lines(tpm.findings)
             text += ok ? "result: ok — the storage in use can be used\n"
-                : "result: PROBLEM — the \(secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
+                : "result: PROBLEM — the \(etcdInUse ? "etcd keychain" : secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
             writeOut(text)
         }
         if !ok { throw ExitCode(1) }
@@ -357,4 +374,151 @@ struct TPMReport {
         #endif
         return report()
     }
+}
+
+/// An etcd keychain: ``EtcdDiagnosis`` as findings and JSON.
+struct EtcdReport {
+    /// The URL examined (the canonical one when it parses; never a password).
+    var url: String
+    var findings: [DoctorFinding] = []
+    var json: [String: Any] = [:]
+    /// No problem blocks its use.
+    var usable: Bool { !findings.contains { $0.severity == .problem } }
+
+    static func hex(_ id: UInt64) -> String { String(id, radix: 16) }
+
+    static func size(_ bytes: Int64) -> String {
+        if bytes < 1024 { return "\(bytes) bytes" }
+        if bytes < 1024 * 1024 { return String(format: "%.1f KiB", Double(bytes) / 1024) }
+        return String(format: "%.1f MiB", Double(bytes) / 1_048_576)
+    }
+
+    static func examine(_ spec: String) -> EtcdReport {
+        var report = EtcdReport(url: spec)
+        #if canImport(KeychainEtcd)
+        let configuration: EtcdConfiguration
+        do {
+            configuration = try EtcdConfiguration(url: spec)
+        } catch {
+            let reason = (error as? EngineError)?.reason ?? "\(error)"
+            report.findings = [DoctorFinding(severity: .problem, check: "url", detail: reason,
+                                             fix: "write etcd://host:port,…/NAME[?user=NAME] (password in KEYSTONE_ETCD_PASSWORD) or etcds://…/NAME?ca=…&cert=…&key=…")]
+            report.json = ["url": spec, "endpoints": [Any](), "members": [Any](), "membersError": NSNull(), "leader": NSNull(),
+                           "keychain": NSNull(), "findings": report.findings.map(\.json)]
+            return report
+        }
+        report.url = configuration.url
+        let diagnosis = EtcdDiagnosis.diagnose(configuration)
+        report.add(diagnosis)
+        #else
+        report.findings = [DoctorFinding(severity: .problem, check: "support", detail: "this keystone was built without etcd support (the package's Etcd trait)",
+                                         fix: "build keystone with the Etcd trait (the default)")]
+        report.json = ["url": spec, "endpoints": [Any](), "members": [Any](), "membersError": NSNull(), "leader": NSNull(),
+                       "keychain": NSNull(), "findings": report.findings.map(\.json)]
+        #endif
+        return report
+    }
+
+    #if canImport(KeychainEtcd)
+    private mutating func add(_ diagnosis: EtcdDiagnosis) {
+        var findings: [DoctorFinding] = []
+        if let clientError = diagnosis.clientError {
+            findings.append(DoctorFinding(severity: .problem, check: "client", detail: clientError, fix: "check the ca=, cert= and key= files of the URL"))
+        }
+        let reachable = diagnosis.endpoints.filter(\.reachable).count
+        for endpoint in diagnosis.endpoints {
+            if endpoint.reachable {
+                let detail = "\(endpoint.endpoint): reachable, etcd \(endpoint.version ?? "?"), member \(endpoint.memberID.map(Self.hex) ?? "?"), database \(endpoint.dbSize.map(Self.size) ?? "?")"
+                findings.append(DoctorFinding(severity: .ok, check: "endpoint", detail: detail, fix: nil))
+            } else {
+                findings.append(DoctorFinding(severity: reachable == 0 ? .problem : .warning, check: "endpoint",
+                                              detail: "\(endpoint.endpoint): unreachable: \(endpoint.error ?? "no answer")",
+                                              fix: "check that the etcd member there runs and that this machine reaches it (firewall, address, TLS)"))
+            }
+        }
+        if let error = diagnosis.membersError {
+            findings.append(DoctorFinding(severity: .problem, check: "members", detail: "the member list could not be read: \(error)",
+                                          fix: "check that a majority of the etcd members run"))
+        } else if diagnosis.clientError == nil {
+            let names = diagnosis.members.map { "\($0.name.isEmpty ? "(unstarted)" : $0.name) (\(Self.hex($0.id)))" }
+            findings.append(DoctorFinding(severity: .ok, check: "members", detail: "\(diagnosis.members.count): " + names.joined(separator: ", "), fix: nil))
+        }
+        if let leader = diagnosis.leaderID {
+            findings.append(DoctorFinding(severity: .ok, check: "leader", detail: "\(diagnosis.leaderName ?? "unknown name") (\(Self.hex(leader)))", fix: nil))
+        } else if diagnosis.clientError == nil {
+            findings.append(DoctorFinding(severity: .problem, check: "leader", detail: "no member reachable from here knows a leader",
+                                          fix: "start enough members for a quorum (a majority of the member list)"))
+        }
+        let healthy = diagnosis.members.filter(\.healthy).count
+        let quorum = diagnosis.members.count / 2 + 1
+        for member in diagnosis.members {
+            let name = member.name.isEmpty ? Self.hex(member.id) : member.name
+            if member.healthy {
+                findings.append(DoctorFinding(severity: .ok, check: "member \(name)", detail: "healthy (answers status at \(member.clientURLs.joined(separator: ", ")))\(member.isLeader ? ", leader" : "")", fix: nil))
+            } else {
+                findings.append(DoctorFinding(severity: healthy < quorum ? .problem : .warning, check: "member \(name)",
+                                              detail: "down: \(member.error ?? "no answer")" + (healthy >= quorum ? " (the \(healthy) others keep a quorum)" : " (no quorum: \(healthy) of \(diagnosis.members.count) answer)"),
+                                              fix: "restart it (etcd keeps its data directory), or replace it with etcdctl member remove/add"))
+            }
+        }
+        let keychain = diagnosis.keychain
+        let configuration = diagnosis.configuration
+        if keychain.exists == true, keychain.error == nil {
+            let timeout = keychain.lockAfterTimeout.map { "locks after \(Int($0)) s" } ?? "no lock timeout"
+            findings.append(DoctorFinding(severity: .ok, check: "keychain",
+                                          detail: "\(configuration.name) exists: header format \(keychain.headerFormat.map(String.init) ?? "?"), \(timeout)", fix: nil))
+        } else if keychain.exists == false {
+            findings.append(DoctorFinding(severity: .problem, check: "keychain", detail: keychain.error ?? "\(configuration.name) does not exist",
+                                          fix: "create it with `keystone create-keychain \(url)`"))
+        } else if diagnosis.clientError == nil {
+            findings.append(DoctorFinding(severity: .problem, check: "keychain", detail: "\(configuration.name) could not be read: \(keychain.error ?? "unknown")",
+                                          fix: keychain.status == Status.authFailed || keychain.status == Status.wrPerm
+                                            ? "check ?user= and KEYSTONE_ETCD_PASSWORD, and the user's role on the keychain's keys"
+                                            : "check that a majority of the etcd members run"))
+        }
+        if keychain.emptyPassword == true {
+            findings.append(DoctorFinding(severity: .warning, check: "password", detail: "empty: anyone who can read the cluster can read the items",
+                                          fix: "set a password with `keystone set-keychain-password \(url)`"))
+        }
+        switch keychain.lockState {
+        case .unlocked?:
+            let how = keychain.emptyPassword == true ? "its password is empty" : keychain.unlockCacheAvailable ? "through the unlock cache in the kernel keyring" : "in this process"
+            findings.append(DoctorFinding(severity: .ok, check: "this machine", detail: "unlocked for you here (\(how)): this machine can use it now", fix: nil))
+        case .lockedAfterFirstUnlock?:
+            findings.append(DoctorFinding(severity: .note, check: "this machine", detail: "locked after the timeout (only after-first-unlock items are available here)",
+                                          fix: "run `keystone unlock-keychain \(url)`"))
+        case .locked?:
+            findings.append(DoctorFinding(severity: .note, check: "this machine", detail: "locked for you on this machine",
+                                          fix: "run `keystone unlock-keychain \(url)` (the keychain password, at the prompt or on standard input)"))
+        case nil:
+            break
+        }
+        if !keychain.unlockCacheAvailable {
+            findings.append(DoctorFinding(severity: .note, check: "unlock cache", detail: "unavailable (no kernel keyring): each process must unlock the keychain itself", fix: nil))
+        }
+        self.findings = findings
+        json = [
+            "url": url,
+            "clientError": diagnosis.clientError ?? NSNull(),
+            "endpoints": diagnosis.endpoints.map { endpoint -> [String: Any] in
+                ["endpoint": endpoint.endpoint, "reachable": endpoint.reachable, "error": endpoint.error ?? NSNull(),
+                 "version": endpoint.version ?? NSNull(), "memberID": endpoint.memberID.map(Self.hex) ?? NSNull(),
+                 "dbSize": endpoint.dbSize.map { Int($0) } ?? NSNull(), "leader": endpoint.leader.map(Self.hex) ?? NSNull()]
+            },
+            "members": diagnosis.members.map { member -> [String: Any] in
+                ["id": Self.hex(member.id), "name": member.name, "clientURLs": member.clientURLs, "healthy": member.healthy,
+                 "error": member.error ?? NSNull(), "leader": member.isLeader]
+            },
+            "membersError": diagnosis.membersError ?? NSNull(),
+            "leader": diagnosis.leaderID.map { ["id": Self.hex($0), "name": diagnosis.leaderName ?? NSNull()] as [String: Any] } ?? NSNull(),
+            "keychain": [
+                "exists": keychain.exists ?? NSNull(), "error": keychain.error ?? NSNull(), "status": keychain.status.map { Int($0) } ?? NSNull(),
+                "headerFormat": keychain.headerFormat ?? NSNull(), "lockAfterTimeout": keychain.lockAfterTimeout ?? NSNull(),
+                "emptyPassword": keychain.emptyPassword ?? NSNull(), "lockState": keychain.lockState?.rawValue ?? NSNull(),
+                "unlockCacheAvailable": keychain.unlockCacheAvailable,
+            ] as [String: Any],
+            "findings": findings.map(\.json),
+        ]
+    }
+    #endif
 }

@@ -159,7 +159,7 @@ struct AddPassword<Attributes: PasswordAttributes>: ParsableCommand {
     @Flag(name: .customShort("U"), help: "Update the item if it exists.") var update = false
     @Option(name: .customShort("T"), help: "An application allowed to access the item (accepted; Linux has no per-application ACL).") var applications: [String] = []
     @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
-    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         try ItemVerbs.add(try attributes.query(), secret: try secret.secret(), update: update, keychain: keychain)

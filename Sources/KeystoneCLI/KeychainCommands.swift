@@ -5,6 +5,9 @@ import KeychainFile
 #if canImport(KeychainSecretService)
 import KeychainSecretService
 #endif
+#if canImport(KeychainEtcd)
+import KeychainEtcd
+#endif
 #if !canImport(Darwin)
 import KeychainServices
 #endif
@@ -45,6 +48,10 @@ struct CreateKeychain: ParsableCommand {
 
     mutating func run() throws {
         for argument in keychains {
+            if KeychainSpec.isEtcd(argument) {
+                try createEtcd(argument)
+                continue
+            }
             let path = try KeychainSpec.file(argument, verb: "create-keychain",
                                              what: "its collections are created in the desktop's keyring manager (Seahorse)")
             if tpm {
@@ -56,6 +63,25 @@ struct CreateKeychain: ParsableCommand {
             let list = ToolConfig.read("search-list")
             if !list.contains(path) { try? ToolConfig.write("search-list", (list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [path]) }
         }
+    }
+
+    /// An etcd keychain: created on the cluster (the etcd credentials from `?user=` and `KEYSTONE_ETCD_PASSWORD`),
+    /// protected by the keychain password (-p, else prompted for or read from standard input), and added to the
+    /// search list as a keychain file is.
+    private func createEtcd(_ spec: String) throws {
+        let function = "SecKeychainCreate \(spec)"
+        if tpm {
+            throw UsageFailure(message: "keystone: create-keychain: --tpm seals a keychain file to this machine's TPM; \(spec) is an etcd keychain shared by many machines: give it a password")
+        }
+        #if canImport(KeychainEtcd)
+        let configuration = try etcdConfiguration(spec, function: function)
+        let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
+        _ = try call(function) { try EtcdKeychain.create(configuration, password: secret) }
+        let list = ToolConfig.read("search-list")
+        if !list.contains(spec) { try? ToolConfig.write("search-list", (list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [spec]) }
+        #else
+        throw etcdUnsupported(spec, function: function)
+        #endif
     }
 
     /// `--tpm`: checks the TPM answers, says what sealing costs (on standard error, before anything is created),
@@ -94,6 +120,17 @@ struct DeleteKeychain: ParsableCommand {
 
     mutating func run() throws {
         for argument in keychains {
+            if KeychainSpec.isEtcd(argument) {
+                #if canImport(KeychainEtcd)
+                let configuration = try etcdConfiguration(argument, function: "SecKeychainDelete")
+                try call("SecKeychainDelete") { try EtcdKeychain.delete(configuration) }
+                #else
+                throw etcdUnsupported(argument, function: "SecKeychainDelete")
+                #endif
+                let list = ToolConfig.read("search-list")
+                if list.contains(argument) { try? ToolConfig.write("search-list", list.filter { $0 != argument }) }
+                continue
+            }
             let path = try KeychainSpec.file(argument, verb: "delete-keychain",
                                              what: "keystone never deletes a Secret Service collection")
             try call("SecKeychainDelete") { try KeychainFile.delete(at: path) }
@@ -106,7 +143,7 @@ struct DeleteKeychain: ParsableCommand {
 struct LockKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "lock-keychain", abstract: "Lock a keychain (its keys leave this process and the kernel keyring).")
     @Flag(name: .customShort("a"), help: "Lock every keychain in the search list.") var all = false
-    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let paths = all ? ToolConfig.searchList : [keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain]
@@ -117,6 +154,15 @@ struct LockKeychain: ParsableCommand {
                 try call("SecKeychainLock \(path)") { try storage.lock() }
                 #else
                 _ = try openStorage(path, function: "SecKeychainLock")
+                #endif
+                continue
+            }
+            if KeychainSpec.isEtcd(path) {
+                // This machine only: other machines of the fleet keep their own unlock.
+                #if canImport(KeychainEtcd)
+                try openEtcd(path, function: "SecKeychainLock").lock()
+                #else
+                throw etcdUnsupported(path, function: "SecKeychainLock")
                 #endif
                 continue
             }
@@ -131,7 +177,7 @@ struct UnlockKeychain: ParsableCommand {
     var password: String?
     @Flag(name: .customShort("u"), help: "Prompt for the password.") var prompt = false
     @Flag(name: .customLong("prompt-password"), help: .hidden) var promptPassword = false
-    @Argument(help: "Keychain name, path or secret-service:[COLLECTION] (default: the default keychain).") var keychain: String?
+    @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
@@ -147,6 +193,16 @@ struct UnlockKeychain: ParsableCommand {
             }
             #else
             _ = try openStorage(path, function: "SecKeychainUnlock")
+            #endif
+            return
+        }
+        if KeychainSpec.isEtcd(path) {
+            #if canImport(KeychainEtcd)
+            let keychain = try openEtcd(path, function: "SecKeychainUnlock")
+            let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
+            try call("SecKeychainUnlock \(path)") { try keychain.unlock(password: secret) }
+            #else
+            throw etcdUnsupported(path, function: "SecKeychainUnlock")
             #endif
             return
         }
@@ -189,10 +245,21 @@ struct SetKeychainSettings: ParsableCommand {
     @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
+        let seconds: TimeInterval? = timeout.map(TimeInterval.init) ?? (lockAfterTimeout ? 300 : nil)
+        if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
+            #if canImport(KeychainEtcd)
+            // For every machine of the fleet: the timeout is in the keychain's header. (-l is not kept: Linux gives no
+            // sleep signal, and a keychain file only records it.)
+            let keychain = try openEtcd(spec, function: "SecKeychainSetSettings")
+            try call("SecKeychainSetSettings \(spec)") { try keychain.setLockAfterTimeout(seconds) }
+            #else
+            throw etcdUnsupported(spec, function: "SecKeychainSetSettings")
+            #endif
+            return
+        }
         let path = try KeychainSpec.file(keychain, verb: "set-keychain-settings",
                                          what: "its auto-lock is set in the desktop's keyring settings")
         let file = try openKeychain(path, function: "SecKeychainSetSettings")
-        let seconds: TimeInterval? = timeout.map(TimeInterval.init) ?? (lockAfterTimeout ? 300 : nil)
         try call("SecKeychainSetSettings \(path)") { try file.setSettings(KeychainSettings(lockAfterTimeout: seconds, lockOnSleep: lockOnSleep)) }
     }
 }
@@ -205,6 +272,18 @@ struct SetKeychainPassword: ParsableCommand {
     @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
+        if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
+            #if canImport(KeychainEtcd)
+            // For every machine of the fleet: the master key is wrapped again in the header (compare-and-swap).
+            let keychain = try openEtcd(spec, function: "SecKeychainChangePassword")
+            let oldSecret = try old ?? readSecret(prompt: "Old Password: ", option: "-o")
+            let newSecret = (new != nil && !promptPassword) ? new! : try readSecret(prompt: "New Password: ", option: "-p")
+            try call("SecKeychainChangePassword \(spec)") { try keychain.changePassword(old: oldSecret, new: newSecret) }
+            #else
+            throw etcdUnsupported(spec, function: "SecKeychainChangePassword")
+            #endif
+            return
+        }
         let path = try KeychainSpec.file(keychain, verb: "set-keychain-password",
                                          what: "its password is changed in the desktop's keyring manager (Seahorse: Change Password)")
         let file = try openKeychain(path, function: "SecKeychainChangePassword")
@@ -223,6 +302,15 @@ struct ShowKeychainInfo: ParsableCommand {
     @Argument(help: "Keychain name or path (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
+        if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
+            #if canImport(KeychainEtcd)
+            let timeout = try openEtcd(spec, function: "SecKeychainCopySettings").lockAfterTimeout
+            writeOut("Keychain \"\(spec)\"" + (timeout.map { " timeout=\(Int($0))s" } ?? " no-timeout") + "\n")
+            #else
+            throw etcdUnsupported(spec, function: "SecKeychainCopySettings")
+            #endif
+            return
+        }
         let path = try KeychainSpec.file(keychain, verb: "show-keychain-info",
                                          what: "it has no keystone lock settings (`keystone doctor` shows whether it is locked)")
         let settings = try openKeychain(path, function: "SecKeychainCopySettings").settings
@@ -312,4 +400,12 @@ struct DumpKeychain: ParsableCommand {
         }
         if json { printJSON(objects) }
     }
+}
+
+
+/// The default keychain when it is an etcd keychain (`KEYSTONE_KEYCHAIN`, `KEYSTONE_BACKEND`, `default-keychain -s`),
+/// for the verbs that otherwise take keychain files only; nil otherwise.
+var etcdDefault: String? {
+    let spec = ToolConfig.defaultKeychain
+    return KeychainSpec.isEtcd(spec) ? spec : nil
 }

@@ -4,6 +4,9 @@ import KeychainFile
 #if canImport(KeychainSecretService)
 import KeychainSecretService
 #endif
+#if canImport(KeychainEtcd)
+import KeychainEtcd
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -36,9 +39,13 @@ struct UsageFailure: Error {
     let message: String
 }
 
-/// A reason with, for a locked Secret Service collection, how to unlock it.
+/// A reason with, for a locked Secret Service collection or etcd keychain, how to unlock it.
 func withUnlockHint(_ reason: String, status: Int32, keychain: String) -> String {
-    guard status == Status.interactionNotAllowed, KeychainSpec.isSecretService(keychain), !reason.contains("unlock-keychain") else { return reason }
+    guard status == Status.interactionNotAllowed, !reason.contains("unlock-keychain") else { return reason }
+    if KeychainSpec.isEtcd(keychain) {
+        return (reason.isEmpty ? "" : reason + ". ") + "Unlock it on this machine with `keystone unlock-keychain \(keychain)` (the keychain password, on standard input or at the prompt)."
+    }
+    guard KeychainSpec.isSecretService(keychain) else { return reason }
     return (reason.isEmpty ? "" : reason + ". ") + "Unlock it with `keystone unlock-keychain \(keychain)` (the Secret Service shows its own prompt), in Seahorse, or by logging in to the desktop."
 }
 
@@ -73,11 +80,14 @@ enum ToolConfig {
     }
 
     /// The storage `KEYSTONE_BACKEND` asks for: `file` (or unset) for keychain files, `secret-service` or
-    /// `secret-service:COLLECTION` for the Secret Service; nil when it is unset or empty.
+    /// `secret-service:COLLECTION` for the Secret Service, an `etcd://` or `etcds://` URL for an etcd keychain; nil
+    /// when it is unset or empty.
     enum Backend: Equatable {
         case file
         /// A canonical `secret-service:[COLLECTION]` keychain argument.
         case secretService(String)
+        /// An `etcd://…/NAME` or `etcds://…/NAME` keychain argument.
+        case etcd(String)
     }
 
     /// `KEYSTONE_BACKEND`, parsed.
@@ -87,7 +97,8 @@ enum ToolConfig {
         guard let value = environment["KEYSTONE_BACKEND"], !value.isEmpty else { return nil }
         if value == "file" { return .file }
         if KeychainSpec.isSecretService(value) { return .secretService(KeychainSpec.canonical(value)) }
-        throw UsageFailure(message: "keystone: KEYSTONE_BACKEND=\(value) is not a storage: use file (keychain files) or secret-service[:COLLECTION] (the freedesktop Secret Service), or unset it")
+        if KeychainSpec.isEtcd(value) { return .etcd(value) }
+        throw UsageFailure(message: "keystone: KEYSTONE_BACKEND=\(value) is not a storage: use file (keychain files), secret-service[:COLLECTION] (the freedesktop Secret Service) or etcd://host:port,…/NAME (an etcd keychain), or unset it")
     }
 
     /// Why a keychain is the one used: how `doctor` explains its choice.
@@ -120,7 +131,8 @@ enum ToolConfig {
         }
         let backend = (try? Self.backend(environment)) ?? nil
         if case .secretService(let spec) = backend { return (spec, .backendVariable) }
-        if let setting = read("default-keychain").first, !(backend == .file && KeychainSpec.isSecretService(setting)) {
+        if case .etcd(let spec) = backend { return (spec, .backendVariable) }
+        if let setting = read("default-keychain").first, !(backend == .file && KeychainSpec.isRemote(setting)) {
             return (setting, .setting)
         }
         return (KeychainFile.defaultPath, backend == .file ? .backendVariable : .fallback)
@@ -132,8 +144,8 @@ enum ToolConfig {
     /// The keychain file used when the default keychain is a file: the `default-keychain -s` setting when it is a
     /// file, else the login keychain.
     static var defaultFile: String {
-        if let env = ProcessInfo.processInfo.environment["KEYSTONE_KEYCHAIN"], !env.isEmpty, !KeychainSpec.isSecretService(env) { return env }
-        if let setting = read("default-keychain").first, !KeychainSpec.isSecretService(setting) { return setting }
+        if let env = ProcessInfo.processInfo.environment["KEYSTONE_KEYCHAIN"], !env.isEmpty, !KeychainSpec.isRemote(env) { return env }
+        if let setting = read("default-keychain").first, !KeychainSpec.isRemote(setting) { return setting }
         return KeychainFile.defaultPath
     }
 
@@ -158,18 +170,30 @@ enum KeychainSpec {
         argument == "secret-service" ? prefix : argument
     }
 
+    /// An etcd keychain: `etcd://host:port,…/NAME[?…]` or `etcds://…` (kept as given, never made a path).
+    static func isEtcd(_ argument: String) -> Bool {
+        let lowered = argument.prefix(8).lowercased()
+        return lowered.hasPrefix("etcd://") || lowered.hasPrefix("etcds://")
+    }
+
+    /// A keychain that is not a file: the Secret Service or an etcd keychain.
+    static func isRemote(_ argument: String) -> Bool { isSecretService(argument) || isEtcd(argument) }
+
+    /// What a keychain argument names, for messages: "the freedesktop Secret Service" or "an etcd keychain".
+    static func kind(_ argument: String) -> String { isEtcd(argument) ? "an etcd keychain" : "the freedesktop Secret Service" }
+
     /// The keychain file a verb that works on files only is given (`argument` resolved, else the default keychain).
     ///
     /// - Throws: ``UsageFailure`` when that is the Secret Service, saying why the verb does not apply (`what`).
     static func file(_ argument: String?, verb: String, what: String) throws -> String {
         if let argument {
             let spec = resolveKeychain(argument)
-            guard isSecretService(spec) else { return spec }
-            throw UsageFailure(message: "keystone: \(verb): \(spec) is the freedesktop Secret Service, not a keychain file: \(what). Name a keychain file.")
+            guard isRemote(spec) else { return spec }
+            throw UsageFailure(message: "keystone: \(verb): \(spec) is \(kind(spec)), not a keychain file: \(what). Name a keychain file.")
         }
         let (spec, reason) = ToolConfig.defaultSelection
-        guard isSecretService(spec) else { return spec }
-        throw UsageFailure(message: "keystone: \(verb): the default keychain is the Secret Service (\(spec), \(reason.sentence)), not a keychain file: \(what). Name a keychain file.")
+        guard isRemote(spec) else { return spec }
+        throw UsageFailure(message: "keystone: \(verb): the default keychain is \(kind(spec)) (\(spec), \(reason.sentence)), not a keychain file: \(what). Name a keychain file.")
     }
 }
 
@@ -178,6 +202,7 @@ enum KeychainSpec {
 /// (`secret-service:[COLLECTION]`) stays as it is.
 func resolveKeychain(_ argument: String) -> String {
     if KeychainSpec.isSecretService(argument) { return KeychainSpec.canonical(argument) }
+    if KeychainSpec.isEtcd(argument) { return argument }
     if argument.contains("/") { return URL(fileURLWithPath: argument).standardizedFileURL.path }
     let name = argument.hasSuffix(".keychain-db") || argument.hasSuffix(".keychain") ? argument : argument + ".keychain-db"
     return KeychainFile.keychainDirectory + "/" + name
@@ -205,9 +230,41 @@ func openSecretService(_ spec: String, function: String = "SecKeychainOpen") thr
 }
 #endif
 
-/// Opens the storage a keychain argument names (resolved with ``resolveKeychain(_:)``): a keychain file, or the
-/// Secret Service for `secret-service:[COLLECTION]`.
+#if canImport(KeychainEtcd)
+/// The cluster and keychain an `etcd://` / `etcds://` argument names (the etcd password from
+/// `KEYSTONE_ETCD_PASSWORD`, never from an argument).
+///
+/// - Throws: ``ToolFailure`` (`errSecParam`) naming what is wrong with the URL.
+func etcdConfiguration(_ spec: String, function: String) throws -> EtcdConfiguration {
+    try call(function) { try EtcdConfiguration(url: spec) }
+}
+
+/// Opens the etcd keychain an `etcd://` / `etcds://` argument names: never created here; locked unless this user
+/// unlocked it on this machine (the unlock cache).
+///
+/// - Throws: ``ToolFailure``: `errSecNoSuchKeychain`, `errSecNotAvailable` (the cluster does not answer), …
+func openEtcd(_ spec: String, function: String = "SecKeychainOpen") throws -> EtcdKeychain {
+    let configuration = try etcdConfiguration(spec, function: function)
+    return try call(function) { try EtcdKeychain.open(configuration) }
+}
+#endif
+
+/// The failure of a verb given an etcd keychain by a keystone built without the Etcd trait.
+func etcdUnsupported(_ spec: String, function: String) -> ToolFailure {
+    ToolFailure(function: function, status: Status.notAvailable,
+                reason: "this keystone was built without etcd support (the package's Etcd trait); \(spec) cannot be opened")
+}
+
+/// Opens the storage a keychain argument names (resolved with ``resolveKeychain(_:)``): a keychain file, the
+/// Secret Service for `secret-service:[COLLECTION]`, or an etcd keychain for `etcd://…` / `etcds://…`.
 func openStorage(_ spec: String, function: String = "SecKeychainOpen") throws -> any KeychainStorage {
+    if KeychainSpec.isEtcd(spec) {
+        #if canImport(KeychainEtcd)
+        return try openEtcd(spec, function: function)
+        #else
+        throw etcdUnsupported(spec, function: function)
+        #endif
+    }
     guard KeychainSpec.isSecretService(spec) else { return try openKeychain(spec, function: function) }
     #if canImport(KeychainSecretService)
     return try openSecretService(spec, function: function)

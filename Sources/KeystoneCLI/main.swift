@@ -18,8 +18,10 @@ struct KeystoneTool: ParsableCommand {
         discussion: """
         Keychains are files: a name without '/' means $XDG_DATA_HOME/keystone/NAME.keychain-db \
         (~/.local/share/keystone when XDG_DATA_HOME is unset); `secret-service:` (or secret-service:COLLECTION) \
-        names the freedesktop Secret Service instead. The default keychain is $KEYSTONE_KEYCHAIN; else the \
-        Secret Service when KEYSTONE_BACKEND is secret-service[:COLLECTION]; else (KEYSTONE_BACKEND file or \
+        names the freedesktop Secret Service instead, and etcd://host:port,…/NAME[?user=U] (etcds://…?ca=&cert=&key= \
+        for TLS; the etcd password in KEYSTONE_ETCD_PASSWORD) a keychain kept in an etcd cluster, end-to-end \
+        encrypted and shared by every machine that reaches it. The default keychain is $KEYSTONE_KEYCHAIN; else the \
+        Secret Service or etcd keychain KEYSTONE_BACKEND names; else (KEYSTONE_BACKEND file or \
         unset) the one set with `default-keychain -s`, else login.keychain-db, created on first use. \
         `keystone doctor` says which is in use and why. \
         Errors print `keystone: <function>: <message>` and exit with the low byte of the OSStatus \
