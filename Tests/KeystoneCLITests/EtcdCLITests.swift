@@ -240,6 +240,8 @@ struct EtcdCLITests {
         #expect(try Self.run(box, ["add-generic-password", "-s", "svc", "-a", "a", "-w", "before-kill", url]).status == 0)
 
         cluster.kill(member: 2)
+        // If m2 led, the others elect a new leader first: doctor is asked once they have one.
+        try cluster.waitUntilHealthy()
         let text = try Self.run(box, ["doctor", url])
         #expect(text.status == 0, "\(text.stdout)")
         #expect(text.stdout.contains("warning  endpoint: \(cluster.clientEndpoints[2]): unreachable"))
