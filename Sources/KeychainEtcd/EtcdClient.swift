@@ -61,6 +61,8 @@ package enum EtcdOperation: Sendable, Hashable {
     case deletePrefix(Data)
     /// Read one key.
     case range(Data)
+    /// Read the keys that start with the prefix, in key order, at most `limit` of them (nil: all).
+    case rangePrefix(Data, limit: Int?)
 }
 
 /// The result of one transaction operation, in the order of the operations.
@@ -223,7 +225,12 @@ package final class EtcdClient: Sendable {
     ///   `.tooManyOperations`, `.requestTooLarge`, `.unavailable` after the deadline.
     package func txn(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation] = []) throws -> EtcdTxnResult {
         let request = Wire.TxnRequest(compare: compare.map(\.wire), success: success.map(\.wire), failure: failure.map(\.wire))
-        let readsOnly = compare.isEmpty && failure.isEmpty && success.allSatisfy { if case .range = $0 { return true } else { return false } }
+        let readsOnly = compare.isEmpty && failure.isEmpty && success.allSatisfy {
+            switch $0 {
+            case .range, .rangePrefix: true
+            case .put, .delete, .deletePrefix: false
+            }
+        }
         let response: Wire.TxnResponse = try call("/v3/kv/txn", request, kind: readsOnly ? .read : .write)
         let revision = response.header?.revision?.value ?? 0
         let results: [EtcdOperationResult] = (response.responses ?? []).map { op in
@@ -287,7 +294,7 @@ package final class EtcdClient: Sendable {
         return zip(results, ops).map { result, op in
             switch (result, op) {
             case (.put, .delete), (.put, .deletePrefix): .delete(deleted: 0)
-            case (.put, .range): .range(EtcdRangeResult(revision: revision, kvs: [], more: false, count: 0))
+            case (.put, .range), (.put, .rangePrefix): .range(EtcdRangeResult(revision: revision, kvs: [], more: false, count: 0))
             default: result
             }
         }

@@ -49,6 +49,12 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     private var headerRevision: Int64
     private var keys: KeySet?
     private var unlockedAt: Date?
+    /// The row-id sequence as this process last wrote it (value, mod revision): a first attempt of a write guesses it
+    /// is still there (``EtcdTransaction/Start/guessing(sequence:)``).
+    private var sequenceHint: (value: Int64, modRevision: Int64)?
+    /// Set when a commit found the keychain deleted (or deleted and made again): every call then fails with it,
+    /// without touching the cluster, until an unlock opens whatever keychain of that name exists then.
+    private var gone: EngineError?
     /// The time, for the auto-lock timeout (tests move it instead of sleeping).
     var clock: @Sendable () -> Date = { Date() }
 
@@ -170,6 +176,7 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         try state.withLock {
             header = fresh
             headerRevision = revision
+            gone = nil
             try install(KeySet(master: master), at: clock())
         }
     }
@@ -302,8 +309,11 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     }
 
     /// The keys, header id and header revision a transaction starts with.
-    func snapshotKeys() -> (KeySet?, Data, Int64) {
-        state.withLock {
+    ///
+    /// - Throws: `errSecNoSuchKeychain` once the keychain was found deleted.
+    func snapshotKeys() throws -> (KeySet?, Data, Int64) {
+        try state.withLock {
+            if let gone { throw gone }
             refresh()
             return (keys, header.keychainID, headerRevision)
         }
@@ -317,9 +327,9 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         let found = try Self.etcd { try client.range(keyspace.meta) }
         try state.withLock {
             guard let kv = found.kvs.first, let fresh = try? EtcdKeychainHeader.decode(kv.value), fresh.keychainID == header.keychainID else {
-                keys = nil
-                unlockedAt = nil
-                throw EngineError(Status.noSuchKeychain, "the keychain \(configuration.name) was deleted (or deleted and created again) on \(configuration.endpointList); nothing was changed")
+                // The keys stay (the lock state the engine checks first is unchanged), and every call fails with this.
+                gone = EngineError(Status.noSuchKeychain, "the keychain \(configuration.name) was deleted (or deleted and created again) on \(configuration.endpointList) while it was open here; nothing was changed. Unlock it again to use the keychain of that name that exists now")
+                throw gone!
             }
             header = fresh
             headerRevision = kv.modRevision
@@ -330,12 +340,14 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
 
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
         for _ in 0..<Self.maximumAttempts {
-            let (keys, id, _) = snapshotKeys()
-            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: nil)
+            let (keys, id, headerRevision) = try snapshotKeys()
+            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: false)
             do {
                 return try Self.etcd { try body(transaction) }
             } catch is EtcdTransaction.SnapshotCompacted {
                 continue  // the snapshot's revision was compacted away while the body ran: take a new one
+            } catch is EtcdTransaction.HeaderChanged {
+                try reloadHeader()
             }
         }
         throw EngineError(Status.notAvailable, "the cluster kept compacting the revisions this read needed; try again")
@@ -343,25 +355,40 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
 
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
         var backoff: UInt32 = 1_000
+        var start = EtcdTransaction.Start.guessing(sequence: state.withLock { sequenceHint })
         for _ in 0..<Self.maximumAttempts {
-            let (keys, id, headerRevision) = snapshotKeys()
-            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision)
+            let (keys, id, headerRevision) = try snapshotKeys()
+            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: true, start: start)
             let result: T
             do {
                 result = try Self.etcd { try body(transaction) }
             } catch is EtcdTransaction.SnapshotCompacted {
+                start = .fresh
+                continue
+            } catch is EtcdTransaction.HeaderChanged {
+                try reloadHeader()
+                start = .fresh
+                continue
+            } catch where transaction.guessed {
+                // The body failed on what may have been a wrong guess: run it again on values read.
+                start = .fresh
                 continue
             }
             switch try transaction.commit() {
-            case .committed:
+            case .committed(let revision):
+                if let sequence = transaction.writtenSequence { state.withLock { sequenceHint = (sequence, revision) } }
                 return result
             case .headerChanged:
                 try reloadHeader()
-            case .conflict:
-                // Another machine changed what this body read: run it again on a fresh snapshot, after a short,
-                // growing, random pause so that racing writers do not keep colliding.
-                usleep(UInt32.random(in: 0...backoff))
-                backoff = min(backoff * 2, 64_000)
+                start = .fresh
+            case .conflict(let snapshot):
+                start = snapshot.map { .snapshot($0) } ?? .fresh
+                // A wrong guess is no collision. Otherwise another machine changed what this body read: run it again,
+                // after a short, growing, random pause so that racing writers do not keep colliding.
+                if !transaction.guessed {
+                    usleep(UInt32.random(in: 0...backoff))
+                    backoff = min(backoff * 2, 64_000)
+                }
             }
         }
         throw EngineError(Status.notAvailable, "the items this change needs kept being changed by other machines (\(Self.maximumAttempts) attempts); nothing was changed: try again")

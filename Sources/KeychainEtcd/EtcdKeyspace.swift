@@ -27,6 +27,9 @@ struct EtcdKeyspace: Sendable {
     var meta: Data { prefix + Data("meta".utf8) }
     var sequence: Data { prefix + Data("seq".utf8) }
 
+    /// The prefix of every item of every class.
+    var allItems: Data { prefix + Data("k/".utf8) }
+
     /// The prefix of every item of `cls`.
     func items(_ cls: ItemClass) -> Data { prefix + Data("k/\(cls.rawValue)/".utf8) }
 

@@ -17,13 +17,37 @@ import KeychainSealing
 final class EtcdTransaction: StorageWriter {
     /// The snapshot's revision was compacted away while the body ran: the body runs again.
     struct SnapshotCompacted: Error {}
+    /// The first read found the keychain's header changed since this process read it: it is read again, and the
+    /// body runs again.
+    struct HeaderChanged: Error {}
 
     enum Outcome {
-        case committed
-        /// Another writer changed a key this transaction depends on.
-        case conflict
+        /// Applied at this revision.
+        case committed(revision: Int64)
+        /// Another writer changed a key this transaction depends on (or a guess was wrong): what those keys hold now,
+        /// read by the commit itself, to start the next attempt from when known.
+        case conflict(Snapshot?)
         /// The keychain's header changed (a new password, or the keychain deleted or made again).
         case headerChanged
+    }
+
+    /// Values read at one revision.
+    struct Snapshot {
+        let revision: Int64
+        let values: [Data: (value: Data?, modRevision: Int64)]
+    }
+
+    /// How a transaction starts.
+    enum Start {
+        /// Reads everything it needs.
+        case fresh
+        /// A first attempt that assumes, without reading, that an item it looks up by primary key does not exist
+        /// and that the row-id sequence is where this process last left it (when it knows). Every assumption is
+        /// compared at commit like a read, so a wrong one only costs another attempt; an add then takes one round
+        /// trip instead of two.
+        case guessing(sequence: (value: Int64, modRevision: Int64)?)
+        /// Starts from values a failed commit read.
+        case snapshot(Snapshot)
     }
 
     struct RowRef: Hashable {
@@ -37,8 +61,10 @@ final class EtcdTransaction: StorageWriter {
     let keychain: EtcdKeychain
     let keys: KeySet?
     let keychainID: Data
-    /// The header's revision when this transaction started; nil for a read transaction.
-    let headerRevision: Int64?
+    /// The header's revision when this transaction started.
+    let headerRevision: Int64
+    /// Whether this is a write transaction.
+    let writing: Bool
     var client: EtcdClient { keychain.client }
     var keyspace: EtcdKeyspace { keychain.keyspace }
 
@@ -55,13 +81,35 @@ final class EtcdTransaction: StorageWriter {
     private var located: [RowRef: Data] = [:]
     /// The next row id to give, once the sequence was read.
     private var nextRowID: Int64?
+    /// Whether this attempt guesses (``Start/guessing(sequence:)``), with its guess of the sequence.
+    private let guessing: Bool
+    private let sequenceGuess: (value: Int64, modRevision: Int64)?
+    /// Whether the body was given a guess rather than a value read.
+    private(set) var guessed = false
 
-    init(keychain: EtcdKeychain, keys: KeySet?, keychainID: Data, headerRevision: Int64?) {
+    init(keychain: EtcdKeychain, keys: KeySet?, keychainID: Data, headerRevision: Int64, writing: Bool, start: Start = .fresh) {
         self.keychain = keychain
         self.keys = keys
         self.keychainID = keychainID
         self.headerRevision = headerRevision
+        self.writing = writing
+        switch start {
+        case .fresh:
+            guessing = false
+            sequenceGuess = nil
+        case .guessing(let sequence):
+            guessing = true
+            sequenceGuess = sequence
+        case .snapshot(let snapshot):
+            guessing = false
+            sequenceGuess = nil
+            revision = snapshot.revision
+            seen = snapshot.values
+        }
     }
+
+    /// The row-id sequence's value this transaction writes, if it does.
+    var writtenSequence: Int64? { (changes[keyspace.sequence] ?? nil)?.bigEndianInt64 }
 
     var hasChanges: Bool { !order.isEmpty }
 
@@ -79,29 +127,53 @@ final class EtcdTransaction: StorageWriter {
     private func value(of key: Data) throws -> Data? {
         if let change = changes[key] { return change }
         if let known = seen[key] { return known.value }
+        if guessing {
+            // A guess is checked at commit like a value read: the key is compared.
+            if key == keyspace.sequence || key.starts(with: keyspace.allItems) { pinned.insert(key) }
+            if key == keyspace.sequence, let guess = sequenceGuess {
+                seen[key] = (Data(bigEndian: guess.value), guess.modRevision)
+                guessed = true
+                return seen[key]?.value ?? nil
+            }
+            if key.starts(with: keyspace.allItems) {
+                seen[key] = (nil, 0)
+                guessed = true
+                return nil
+            }
+        }
         try fetch([key])
         return seen[key]?.value ?? nil
     }
 
-    /// Reads `keys` at the snapshot (the first read of a write transaction also reads the row-id sequence, in the
-    /// same request).
+    /// Reads `keys` at the snapshot. The first read also reads the header (a keychain whose password changed, or
+    /// that was deleted or made again elsewhere, is noticed before any row is read with old keys) and, in a write
+    /// transaction, the row-id sequence: in the same request.
+    ///
+    /// - Throws: ``HeaderChanged`` when the header is not the one this process knows.
     private func fetch(_ wanted: [Data]) throws {
         try compactionChecked {
-            if let revision {
-                for key in wanted {
-                    let result = try client.range(key, revision: revision)
-                    if let kv = result.kvs.first { record(kv) } else { seen[key] = (nil, 0) }
-                }
-                return
-            }
-            var all = wanted
-            if headerRevision != nil, !all.contains(keyspace.sequence) { all.append(keyspace.sequence) }
-            let result = try client.txn(compare: [], success: all.map { .range($0) })
-            revision = result.revision
-            for (key, response) in zip(all, result.responses) {
-                if case .range(let found) = response, let kv = found.kvs.first { record(kv) } else { seen[key] = (nil, 0) }
+            for key in wanted {
+                let result = try revision.map { try client.range(key, revision: $0) } ?? first(.range(key))
+                if let kv = result.kvs.first { record(kv) } else { seen[key] = (nil, 0) }
             }
         }
+    }
+
+    /// The transaction's first read: `operation`, the header and, in a write transaction, the row-id sequence, in
+    /// one request whose revision becomes the snapshot's.
+    ///
+    /// - Throws: ``HeaderChanged`` when the header is not the one this process knows.
+    private func first(_ operation: EtcdOperation) throws -> EtcdRangeResult {
+        var extra = [keyspace.meta]
+        if writing, operation != .range(keyspace.sequence) { extra.append(keyspace.sequence) }
+        let result = try client.txn(compare: [], success: [operation] + extra.map { .range($0) })
+        let answers = result.responses.compactMap { if case .range(let found) = $0 { found } else { nil } }
+        guard answers.count == 1 + extra.count, answers[1].kvs.first?.modRevision == headerRevision else { throw HeaderChanged() }
+        revision = result.revision
+        if writing, extra.count == 2 {
+            if let kv = answers[2].kvs.first { record(kv) } else { seen[keyspace.sequence] = (nil, 0) }
+        }
+        return answers[0]
     }
 
     /// Every row whose key starts with `prefix` at the snapshot, then this transaction's own changes: (key, value) pairs.
@@ -110,8 +182,13 @@ final class EtcdTransaction: StorageWriter {
         try compactionChecked {
             var after: Data?
             repeat {
-                let page = try client.range(prefix: prefix, revision: revision, limit: Self.pageSize, startingAfter: after)
-                if revision == nil { revision = page.revision }
+                let page: EtcdRangeResult
+                if revision == nil {
+                    // The first read: the first page, the header (and in a write, the sequence) in one request.
+                    page = try first(.rangePrefix(prefix, limit: Self.pageSize))
+                } else {
+                    page = try client.range(prefix: prefix, revision: revision, limit: Self.pageSize, startingAfter: after)
+                }
                 for kv in page.kvs {
                     record(kv)
                     rows[kv.key] = kv.value
@@ -316,9 +393,10 @@ final class EtcdTransaction: StorageWriter {
     ///   lost and could not be checked, says the change may have been applied); `errSecQuotaExceeded` beyond etcd's
     ///   request limits.
     func commit() throws -> Outcome {
-        guard hasChanges, let headerRevision else { return .committed }
+        guard hasChanges else { return .committed(revision: revision ?? 0) }
+        let watched = order + pinned.subtracting(order).sorted(by: { $0.lexicographicallyPrecedes($1) })
         var compares: [EtcdCompare] = [.modRevision(keyspace.meta, equals: headerRevision)]
-        for key in order + pinned.subtracting(order).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+        for key in watched {
             compares.append(.modRevision(key, equals: seen[key]?.modRevision ?? 0))
         }
         let operations: [EtcdOperation] = order.map { key in
@@ -327,15 +405,22 @@ final class EtcdTransaction: StorageWriter {
         }
         let result: EtcdTxnResult
         do {
-            result = try client.txn(compare: compares, success: operations, failure: [.range(keyspace.meta)])
+            // When a compare fails, the failure branch reads the header and every watched key, at one revision: the
+            // next attempt starts from there without reading them again.
+            result = try client.txn(compare: compares, success: operations, failure: ([keyspace.meta] + watched).map { .range($0) })
         } catch EtcdError.indeterminate(let reason) {
             return try resolveIndeterminate(operations, reason: reason)
         } catch let error as EtcdError {
             throw error.engineError
         }
-        if result.succeeded { return .committed }
-        if case .range(let meta)? = result.responses.first, meta.kvs.first?.modRevision == headerRevision { return .conflict }
-        return .headerChanged
+        if result.succeeded { return .committed(revision: result.revision) }
+        guard case .range(let meta)? = result.responses.first, meta.kvs.first?.modRevision == headerRevision else { return .headerChanged }
+        var values: [Data: (value: Data?, modRevision: Int64)] = [:]
+        for (key, response) in zip(watched, result.responses.dropFirst()) {
+            guard case .range(let found) = response else { return .conflict(nil) }
+            values[key] = found.kvs.first.map { ($0.value, $0.modRevision) } ?? (nil, 0)
+        }
+        return .conflict(values.count == watched.count ? Snapshot(revision: result.revision, values: values) : nil)
     }
 
     /// A commit was sent and its answer lost: reads back whether it was applied. Every put of an item carries a
@@ -345,10 +430,16 @@ final class EtcdTransaction: StorageWriter {
         do {
             let itemPut = operations.first { if case .put(let key, _) = $0 { return key != keyspace.sequence }; return false }
             if case .put(let key, let value)? = itemPut {
-                return try client.range(key).kvs.first?.value == value ? .committed : .conflict
+                let found = try client.range(key).kvs.first
+                return found?.value == value ? .committed(revision: found?.modRevision ?? 0) : .conflict(nil)
             }
-            for case .delete(let key) in operations where try !client.range(key).kvs.isEmpty { return .conflict }
-            return .committed
+            var revision: Int64 = 0
+            for case .delete(let key) in operations {
+                let found = try client.range(key)
+                if !found.kvs.isEmpty { return .conflict(nil) }
+                revision = found.revision
+            }
+            return .committed(revision: revision)
         } catch let error as EtcdError {
             KeystoneLog.logger.error("an etcd commit's outcome is unknown", metadata: ["keychain": "\(keychain.configuration.name)"])
             throw EngineError(Status.notAvailable, "the change was sent to etcd at \(keychain.configuration.endpointList) but its answer was lost (\(reason)), and the cluster could not be asked whether it was applied (\(error.engineError.reason)): it may or may not have been applied. Check with a search once the cluster answers")

@@ -216,6 +216,8 @@ extension EtcdOperation {
             Wire.RequestOp(requestDeleteRange: Wire.DeleteRangeRequest(key: prefix, rangeEnd: EtcdClient.prefixEnd(prefix)))
         case .range(let key):
             Wire.RequestOp(requestRange: Wire.RangeRequest(key: key))
+        case .rangePrefix(let prefix, let limit):
+            Wire.RequestOp(requestRange: Wire.RangeRequest(key: prefix, rangeEnd: EtcdClient.prefixEnd(prefix), limit: limit.map { WireInt64(Int64($0)) }))
         }
     }
 }

@@ -102,13 +102,17 @@ struct EtcdKeychainLifecycleTests {
         let a = try EtcdKeychain.create(configuration, password: "pw")
         let engine = KeychainEngine(storage: a)
         try engine.add(genp("s", "a"))
+        let reader = KeychainEngine(storage: try EtcdKeychain.open(configuration))
         try EtcdKeychain.delete(configuration)
         #expect(status { try engine.add(genp("s", "b")) } == Status.noSuchKeychain)
         #expect(status { _ = try EtcdKeychain.open(configuration) } == Status.noSuchKeychain)
         let fresh = try EtcdKeychain.create(configuration, password: "pw2")
+        try KeychainEngine(storage: fresh).add(genp("s", "a"))
         #expect(status { try engine.add(genp("s", "c")) } == Status.noSuchKeychain)
+        // A machine that only reads notices the new keychain at its next read, before any row is read with old keys.
+        #expect(status { _ = try reader.copyMatching(genp("s", "a")) } == Status.noSuchKeychain)
         let rows = try fresh.read { try $0.candidates(in: .genericPassword, matching: [:]) }
-        #expect(rows.isEmpty)
+        #expect(rows.count == 1)
     }
 
     @Test("a value over etcd's request limit fails with a typed error and changes nothing")
@@ -186,6 +190,40 @@ struct EtcdKeychainFaultTests {
             #expect(found?.count == 1)
             #expect(found?.first?.data == Data("\(outcomes.firstIndex(of: Status.success) ?? -1)".utf8))
         }
+    }
+}
+@Suite("etcd keychain: TLS with client certificates, etcd user authentication", .enabled(if: etcdMissing == nil))
+struct EtcdKeychainTransportTests {
+    @Test("over etcds:// with the cluster's CA and a client certificate the keychain works; without the certificate nothing is reached")
+    func tls() throws {
+        let cluster = try EtcdTestCluster.start(.init(members: 1, tls: true))
+        defer { cluster.stop() }
+        let files = try #require(cluster.tlsFiles)
+        let query = "ca=\(files.caFile)&cert=\(files.clientCertificateFile)&key=\(files.clientKeyFile)"
+        let keychain = try EtcdKeychain.create(EtcdConfiguration(url: cluster.url(name: "tls", query: query), environment: [:]), password: "pw")
+        let engine = KeychainEngine(storage: keychain)
+        try engine.add(genp("tls", "a", [Key.valueData: .data(Data("over-tls".utf8))]))
+        #expect(try engine.copyMatching(genp("tls", "a", [Key.returnData: .bool(true)]))?.data == Data("over-tls".utf8))
+        let withoutCertificate = error { _ = try EtcdKeychain.open(EtcdConfiguration(url: cluster.url(name: "tls", query: "ca=\(files.caFile)&timeout=2"), environment: [:])) }
+        #expect(withoutCertificate != nil && withoutCertificate?.status != Status.noSuchKeychain)
+        let plain = error { _ = try EtcdKeychain.open(EtcdConfiguration(url: "etcd://" + cluster.clientEndpoints[0] + "/tls?timeout=2", environment: [:])) }
+        #expect(plain?.status == Status.notAvailable)
+    }
+
+    @Test("etcd user authentication: the password comes from KEYSTONE_ETCD_PASSWORD; a wrong one is errSecAuthFailed")
+    func userAuthentication() throws {
+        let cluster = try EtcdTestCluster.start(.init(members: 1))
+        defer { cluster.stop() }
+        let rootPassword = "etcd-root-\(UUID().uuidString)"
+        try cluster.enableAuthentication(rootPassword: rootPassword)
+        let url = cluster.url(name: "auth", query: "user=root")
+        let keychain = try EtcdKeychain.create(EtcdConfiguration(url: url, environment: ["KEYSTONE_ETCD_PASSWORD": rootPassword]), password: "pw")
+        try KeychainEngine(storage: keychain).add(genp("auth", "a"))
+        let wrong = error { _ = try EtcdKeychain.open(EtcdConfiguration(url: url, environment: ["KEYSTONE_ETCD_PASSWORD": "wrong"])) }
+        #expect(wrong?.status == Status.authFailed)
+        #expect(wrong?.reason.contains("wrong") == false)
+        let anonymous = error { _ = try EtcdKeychain.open(EtcdConfiguration(url: cluster.url(name: "auth"), environment: [:])) }
+        #expect(anonymous != nil)
     }
 }
 #endif
