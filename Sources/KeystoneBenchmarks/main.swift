@@ -7,12 +7,18 @@ import KeychainEngine
 // plain libsecret, secret-tool and Python keyring on a private daemon (SecretServiceBenchmarks.swift).
 // `keystone-benchmarks tpm [--signatures N] [--rounds R] [--tool-signatures M]`: TPM signatures through Keystone
 // against raw ESAPI and tpm2_sign on a private swtpm (TPMBenchmarks.swift).
+// `keystone-benchmarks etcd [--operations N] [--rounds R] [--items M] [--profile]`: SecItem calls on an etcd keychain
+// against raw EtcdClient puts and ranges on a private 3-member cluster (EtcdBenchmarks.swift).
 
 if runFileChild(CommandLine.arguments) { exit(0) }
 if CommandLine.arguments.dropFirst().first == "files" { exit(runProtectedFileBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
 if CommandLine.arguments.dropFirst().first == "tpm" {
     guard let options = TPMBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runTPMBenchmarks(options))
+}
+if CommandLine.arguments.dropFirst().first == "etcd" {
+    guard let options = EtcdBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
+    exit(runEtcdBenchmarks(options))
 }
 if CommandLine.arguments.dropFirst().first == "secret-service" {
     guard let options = SecretServiceBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
