@@ -346,8 +346,6 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
                 return try Self.etcd { try body(transaction) }
             } catch is EtcdTransaction.SnapshotCompacted {
                 continue  // the snapshot's revision was compacted away while the body ran: take a new one
-            } catch is EtcdTransaction.HeaderChanged {
-                try reloadHeader()
             }
         }
         throw EngineError(Status.notAvailable, "the cluster kept compacting the revisions this read needed; try again")

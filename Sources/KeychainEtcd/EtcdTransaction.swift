@@ -145,11 +145,7 @@ final class EtcdTransaction: StorageWriter {
         return seen[key]?.value ?? nil
     }
 
-    /// Reads `keys` at the snapshot. The first read also reads the header (a keychain whose password changed, or
-    /// that was deleted or made again elsewhere, is noticed before any row is read with old keys) and, in a write
-    /// transaction, the row-id sequence: in the same request.
-    ///
-    /// - Throws: ``HeaderChanged`` when the header is not the one this process knows.
+    /// Reads `keys` at the snapshot (the first read: ``first(_:)``).
     private func fetch(_ wanted: [Data]) throws {
         try compactionChecked {
             for key in wanted {
@@ -159,11 +155,26 @@ final class EtcdTransaction: StorageWriter {
         }
     }
 
-    /// The transaction's first read: `operation`, the header and, in a write transaction, the row-id sequence, in
-    /// one request whose revision becomes the snapshot's.
+    /// The transaction's first read, whose revision becomes the snapshot's: `operation` alone in a read transaction;
+    /// in a write transaction, with the header and the row-id sequence in the same request.
     ///
-    /// - Throws: ``HeaderChanged`` when the header is not the one this process knows.
+    /// Decision: reads do not check the header. A read is one etcd range, as cheap as a raw read; keys are not
+    /// changed by a password change, and rows of a keychain deleted and made again elsewhere do not open with the old
+    /// keys (their seals bind the keychain id), so such a machine finds nothing (or damaged rows) until it unlocks the
+    /// new keychain. A write notices at once (``HeaderChanged``) and fails with `errSecNoSuchKeychain`.
+    ///
+    /// - Throws: ``HeaderChanged`` when a write transaction finds the header is not the one this process knows.
     private func first(_ operation: EtcdOperation) throws -> EtcdRangeResult {
+        if !writing {
+            let result: EtcdRangeResult
+            switch operation {
+            case .rangePrefix(let prefix, let limit): result = try client.range(prefix: prefix, limit: limit)
+            case .range(let key): result = try client.range(key)
+            case .put, .delete, .deletePrefix: preconditionFailure("a first read is a range")
+            }
+            revision = result.revision
+            return result
+        }
         var extra = [keyspace.meta]
         if writing, operation != .range(keyspace.sequence) { extra.append(keyspace.sequence) }
         let result = try client.txn(compare: [], success: [operation] + extra.map { .range($0) })

@@ -109,8 +109,10 @@ struct EtcdKeychainLifecycleTests {
         let fresh = try EtcdKeychain.create(configuration, password: "pw2")
         try KeychainEngine(storage: fresh).add(genp("s", "a"))
         #expect(status { try engine.add(genp("s", "c")) } == Status.noSuchKeychain)
-        // A machine that only reads notices the new keychain at its next read, before any row is read with old keys.
-        #expect(status { _ = try reader.copyMatching(genp("s", "a")) } == Status.noSuchKeychain)
+        // A machine that only reads never opens the new keychain's rows with the old keys: it finds nothing (a
+        // write from it would fail with errSecNoSuchKeychain).
+        #expect(status { _ = try reader.copyMatching(genp("s", "a", [Key.returnData: .bool(true)])) } == Status.itemNotFound)
+        #expect(status { try reader.add(genp("s", "d")) } == Status.noSuchKeychain)
         let rows = try fresh.read { try $0.candidates(in: .genericPassword, matching: [:]) }
         #expect(rows.count == 1)
     }
