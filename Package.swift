@@ -294,6 +294,8 @@ let package = Package(
         .testTarget(name: "KeychainEtcdTests", dependencies: [
             "KeychainEngine", "KeychainSealing", "EtcdCluster", "KeychainServices",
             .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly)),
+            // Machines that unlock with their TPM: a real software TPM per machine.
+            "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
         ], swiftSettings: settings),
         // A real, private Secret Service (its own dbus-daemon and gnome-keyring-daemon) for tests and benchmarks.
         .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",

@@ -21,6 +21,9 @@ import KeychainSealing
 ///   data directory, its backups and anyone watching its traffic see digests and sealed blobs only. The master key
 ///   is wrapped under the keychain password (scrypt) in the header.
 ///
+/// A machine can also unlock with its TPM instead of the password, once enrolled (``enrollMachine(_:machineID:)``,
+/// ``unlock(with:machineID:)``).
+///
 /// Locking is per machine: ``lock()`` discards this process's keys and the unlock cache this user has on this
 /// machine (the kernel keyring, as for a keychain file), which this user's other processes on this machine notice
 /// at their next call. Other machines are not locked: a fleet's replicas each unlock for themselves.
@@ -168,16 +171,39 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     ///   keychain was deleted; `errSecNotAvailable` when the cluster does not answer; `errSecQuotaExceeded` when
     ///   the keys could not be cached for other processes (this process is unlocked all the same).
     public func unlock(password: String) throws {
-        let (fresh, revision) = try Self.readHeader(client, keyspace, configuration)
+        let (fresh, revision) = try readCurrentHeader()
         let master = try fresh.protector.unwrap(password)
         guard KeySet(master: master).check(fileID: fresh.keychainID) == fresh.keyCheck else {
             throw EngineError(Status.invalidKeychain, "the etcd keychain's header does not match its key check (damaged or edited)")
         }
+        try installUnlocked(master, header: fresh, revision: revision)
+    }
+
+    /// The header as the cluster has it now, with its revision.
+    func readCurrentHeader() throws -> (EtcdKeychainHeader, Int64) {
+        try Self.readHeader(client, keyspace, configuration)
+    }
+
+    /// Makes `master` (checked against `header`) this machine's keys, with `header` as the current header.
+    func installUnlocked(_ master: SymmetricKey, header fresh: EtcdKeychainHeader, revision: Int64) throws {
         try state.withLock {
             header = fresh
             headerRevision = revision
             gone = nil
             try install(KeySet(master: master), at: clock())
+        }
+    }
+
+    /// The master key held now and the keychain id.
+    ///
+    /// - Throws: `errSecInteractionNotAllowed` when it is not held (locked, or unlocked only after first unlock).
+    func heldMasterKey() throws -> (SymmetricKey, Data) {
+        try state.withLock {
+            refresh()
+            guard let master = keys?.master else {
+                throw EngineError.interactionNotAllowed("the keychain's master key is not held here: unlock it with its password first")
+            }
+            return (master, header.keychainID)
         }
     }
 

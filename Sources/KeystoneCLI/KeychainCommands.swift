@@ -177,10 +177,26 @@ struct UnlockKeychain: ParsableCommand {
     var password: String?
     @Flag(name: .customShort("u"), help: "Prompt for the password.") var prompt = false
     @Flag(name: .customLong("prompt-password"), help: .hidden) var promptPassword = false
+    @Flag(name: .customLong("tpm"), help: "An etcd keychain: unlock with this machine's TPM, without the password (after `keystone enroll-machine`).") var tpm = false
     @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        if tpm {
+            guard KeychainSpec.isEtcd(path), password == nil, !prompt, !promptPassword else {
+                throw UsageFailure(message: "keystone: unlock-keychain: --tpm unlocks an etcd keychain with this machine's TPM, without a password (a keychain file sealed to the TPM unlocks without --tpm)")
+            }
+            #if canImport(KeychainEtcd)
+            let keychain = try openEtcd(path, function: "SecKeychainUnlock")
+            guard let token = toolSecureEnclave else {
+                throw ToolFailure(function: "SecKeychainUnlock \(path)", status: Status.notAvailable, reason: "this build or machine has no TPM to unlock with (KEYSTONE_TPM_TCTI, /dev/tpmrm0)")
+            }
+            try call("SecKeychainUnlock \(path)") { try keychain.unlock(with: token) }
+            #else
+            throw etcdUnsupported(path, function: "SecKeychainUnlock")
+            #endif
+            return
+        }
         if KeychainSpec.isSecretService(path) {
             // The Secret Service asks for its own password, in its own prompt: keystone never handles it.
             if password != nil || promptPassword {
@@ -408,4 +424,45 @@ struct DumpKeychain: ParsableCommand {
 var etcdDefault: String? {
     let spec = ToolConfig.defaultKeychain
     return KeychainSpec.isEtcd(spec) ? spec : nil
+}
+
+/// `keystone enroll-machine URL`: lets this machine unlock an etcd keychain with its TPM (`unlock-keychain --tpm`).
+struct EnrollMachine: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enroll-machine",
+        abstract: "Let this machine unlock an etcd keychain with its TPM, without the password.",
+        discussion: """
+        Seals the keychain's master key to a key made in this machine's TPM 2.0 and stores it in the cluster under a \
+        digest of this machine's id (/etc/machine-id): `keystone unlock-keychain --tpm URL` then unlocks here without \
+        the password. The keychain must be unlocked (with its password) first. --remove ID removes a machine's \
+        enrollment (its id as `keystone enroll-machine --show-id` prints it on that machine). Whoever can use this \
+        machine's TPM and read the cluster can then open the keychain: remove machines that leave the fleet.
+        """)
+    @Option(name: .customLong("remove"), help: "Remove the enrollment of the machine with this id instead.") var remove: String?
+    @Flag(name: .customLong("show-id"), help: "Print this machine's id and exit.") var showID = false
+    @Argument(help: "The etcd keychain: etcd://host:port,…/NAME.") var keychain: String?
+
+    mutating func run() throws {
+        #if canImport(KeychainEtcd)
+        if showID {
+            print(EtcdKeychain.machineID)
+            return
+        }
+        let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        guard KeychainSpec.isEtcd(path) else {
+            throw UsageFailure(message: "keystone: enroll-machine: \(path) is not an etcd keychain (a keychain file is sealed to a TPM with create-keychain --tpm)")
+        }
+        let etcd = try openEtcd(path, function: "enroll-machine")
+        if let remove {
+            try call("enroll-machine --remove \(path)") { try etcd.removeMachine(remove) }
+            return
+        }
+        guard let token = toolSecureEnclave else {
+            throw ToolFailure(function: "enroll-machine \(path)", status: Status.notAvailable, reason: "this build or machine has no TPM (KEYSTONE_TPM_TCTI, /dev/tpmrm0)")
+        }
+        try call("enroll-machine \(path)") { try etcd.enrollMachine(token) }
+        #else
+        throw UsageFailure(message: "keystone: enroll-machine: this build has no etcd keychains (the Etcd trait)")
+        #endif
+    }
 }

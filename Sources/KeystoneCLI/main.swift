@@ -28,7 +28,7 @@ struct KeystoneTool: ParsableCommand {
         (item not found: 44, duplicate item: 45, keychain locked: 36); usage errors exit 2.
         """,
         subcommands: [
-            CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self, SetKeychainSettings.self,
+            CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self, EnrollMachine.self, SetKeychainSettings.self,
             SetKeychainPassword.self, ShowKeychainInfo.self, ListKeychains.self, DefaultKeychain.self, DumpKeychain.self,
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,

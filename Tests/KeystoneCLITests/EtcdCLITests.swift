@@ -1,5 +1,7 @@
 import EtcdCluster
 import Foundation
+import KeychainEngine
+import Swtpm
 import Testing
 
 /// Why these tests cannot run here, or nil (printed once by the first test that looks).
@@ -226,6 +228,44 @@ struct EtcdCLITests {
         #expect(locked.status == 0)
         #expect(locked.stdout.contains("note     this machine: locked for you on this machine"))
         #expect(locked.stdout.contains("fix: run `keystone unlock-keychain \(url)`"))
+        #expect(try Self.run(box, ["delete-keychain", url]).status == 0)
+    }
+
+    @Test("enroll-machine then unlock-keychain --tpm: this machine unlocks with its TPM (a real swtpm) and no password; another TPM cannot; --remove revokes it",
+          .enabled(if: SwtpmFixture.unavailableReason == nil, Comment(rawValue: SwtpmFixture.unavailableReason ?? "swtpm is installed")))
+    func machineEnrollment() throws {
+        let cluster = try EtcdTestCluster.shared()
+        let box = Sandbox()
+        defer { try? FileManager.default.removeItem(at: box.root) }
+        let tpm = try SwtpmFixture.start()
+        defer { tpm.stop() }
+        let other = try SwtpmFixture.start()
+        defer { other.stop() }
+        func run(_ tcti: String, _ arguments: [String], input: String? = nil) throws -> Run {
+            var environment = box.environment(tcti: tcti)
+            environment["KEYSTONE_KEYCHAIN"] = nil
+            environment["KEYSTONE_BACKEND"] = nil
+            return try Run.launch(try #require(Sandbox.binary), arguments, environment: environment, input: input.map { Data($0.utf8) })
+        }
+        let url = cluster.url(name: Self.uniqueName("tpm"))
+        try Self.create(box, url)
+        #expect(try Self.run(box, ["add-generic-password", "-s", "svc", "-a", "a", "-w", "tpm-unlocked", url]).status == 0)
+        let enrolled = try run(tpm.tcti, ["enroll-machine", url])
+        #expect(enrolled.status == 0, "\(enrolled.stderr)")
+        #expect(try Self.run(box, ["lock-keychain", url]).status == 0)
+        #expect(try Self.run(box, ["find-generic-password", "-s", "svc", "-w", url]).status == 36)
+        // Another machine's TPM under this machine's id: refused, still locked.
+        let wrong = try run(other.tcti, ["unlock-keychain", "--tpm", url])
+        #expect(wrong.status != 0)
+        #expect(try Self.run(box, ["find-generic-password", "-s", "svc", "-w", url]).status == 36)
+        let unlocked = try run(tpm.tcti, ["unlock-keychain", "--tpm", url])
+        #expect(unlocked.status == 0, "\(unlocked.stderr)")
+        #expect(try Self.run(box, ["find-generic-password", "-s", "svc", "-w", url]).stdout == "tpm-unlocked\n")
+        let id = try run(tpm.tcti, ["enroll-machine", "--show-id"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!id.isEmpty)
+        #expect(try run(tpm.tcti, ["enroll-machine", "--remove", id, url]).status == 0)
+        #expect(try Self.run(box, ["lock-keychain", url]).status == 0)
+        #expect(try run(tpm.tcti, ["unlock-keychain", "--tpm", url]).status == Int32(UInt8(truncatingIfNeeded: Status.authFailed)))
         #expect(try Self.run(box, ["delete-keychain", url]).status == 0)
     }
 
