@@ -45,37 +45,19 @@ struct EtcdBenchmarkOptions {
     /// Parses the arguments after `etcd`; nil (after printing why and the usage) when they are wrong.
     static func parse(_ arguments: ArraySlice<String>) -> EtcdBenchmarkOptions? {
         var options = EtcdBenchmarkOptions()
-        var rest = arguments
-        func fail(_ message: String) -> EtcdBenchmarkOptions? {
-            FileHandle.standardError.write(Data("keystone-benchmarks etcd: \(message)\n\(usage)\n".utf8))
-            return nil
-        }
-        while let argument = rest.popFirst() {
-            var (name, value) = (argument, String?.none)
-            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
-                (name, value) = (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
-            }
-            if name == "--help" || name == "-h" {
-                print(usage)
-                exit(0)
-            }
-            if name == "--profile" {
-                options.profile = true
-                continue
-            }
-            guard ["--operations", "--rounds", "--items", "--match-all-operations"].contains(name) else {
-                return fail("unknown option \(argument)")
-            }
-            guard let text = value ?? rest.popFirst() else { return fail("\(name) needs a value") }
-            guard let number = Int(text), number > 0 else { return fail("\(name) takes a positive number") }
+        let parsed = parseBenchmarkOptions(arguments, command: "etcd", usage: usage, flags: ["--profile"],
+                                           valued: ["--operations", "--rounds", "--items", "--match-all-operations"]) { name, value in
+            if name == "--profile" { options.profile = true; return nil }
+            guard let number = positiveNumber(value) else { return "\(name) takes a positive number" }
             switch name {
             case "--operations": options.operations = number
             case "--rounds": options.rounds = number
             case "--items": options.items = number
             default: options.matchAllOperations = number
             }
+            return nil
         }
-        return options
+        return parsed ? options : nil
     }
 }
 

@@ -46,3 +46,41 @@ struct Report {
         }
     }
 }
+
+/// Parses the `--name value` or `--name=value` options after a benchmark's subcommand, for every benchmark the same
+/// way: `--help` (`-h`) prints `usage` and exits; an unknown option, a missing value, or a value `apply` rejects
+/// prints why and the usage on standard error, and the result is false.
+///
+/// - Parameters:
+///   - flags: the options that take no value (`apply` gets nil).
+///   - valued: the options that take one.
+///   - apply: takes one option; returns why its value is wrong, or nil.
+func parseBenchmarkOptions(_ arguments: ArraySlice<String>, command: String, usage: String, flags: Set<String> = [],
+                           valued: Set<String>, apply: (_ name: String, _ value: String?) -> String?) -> Bool {
+    var rest = arguments
+    func fail(_ message: String) -> Bool {
+        FileHandle.standardError.write(Data("keystone-benchmarks \(command): \(message)\n\(usage)\n".utf8))
+        return false
+    }
+    while let argument = rest.popFirst() {
+        var (name, value) = (argument, String?.none)
+        if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+            (name, value) = (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+        }
+        if name == "--help" || name == "-h" {
+            print(usage)
+            exit(0)
+        }
+        if flags.contains(name) {
+            if let problem = apply(name, nil) { return fail(problem) }
+            continue
+        }
+        guard valued.contains(name) else { return fail("unknown option \(argument)") }
+        guard let text = value ?? rest.popFirst() else { return fail("\(name) needs a value") }
+        if let problem = apply(name, text) { return fail(problem) }
+    }
+    return true
+}
+
+/// `text` as a positive number, or nil.
+func positiveNumber(_ text: String?) -> Int? { text.flatMap(Int.init).flatMap { $0 > 0 ? $0 : nil } }

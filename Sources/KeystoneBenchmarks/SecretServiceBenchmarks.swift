@@ -43,49 +43,35 @@ struct SecretServiceBenchmarkOptions {
     /// Parses the arguments after `secret-service`; nil (after printing why and the usage) when they are wrong.
     static func parse(_ arguments: ArraySlice<String>) -> SecretServiceBenchmarkOptions? {
         var options = SecretServiceBenchmarkOptions()
-        var rest = arguments
-        func fail(_ message: String) -> SecretServiceBenchmarkOptions? {
-            FileHandle.standardError.write(Data("keystone-benchmarks secret-service: \(message)\n\(usage)\n".utf8))
-            return nil
-        }
-        while let argument = rest.popFirst() {
-            var (name, value) = (argument, String?.none)
-            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
-                (name, value) = (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
-            }
-            if name == "--help" || name == "-h" {
-                print(usage)
-                exit(0)
-            }
-            if name == "--profile" {
-                options.profile = true
-                continue
-            }
-            guard ["--items", "--pairs", "--rounds", "--tools"].contains(name) else { return fail("unknown option \(argument)") }
-            guard let text = value ?? rest.popFirst() else { return fail("\(name) needs a value") }
+        let parsed = parseBenchmarkOptions(arguments, command: "secret-service", usage: usage, flags: ["--profile"],
+                                           valued: ["--items", "--pairs", "--rounds", "--tools"]) { name, value in
+            let text = value ?? ""
             switch name {
+            case "--profile":
+                options.profile = true
             case "--items":
                 let levels = text.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
                 guard !levels.isEmpty, levels.allSatisfy({ ($0 ?? -1) >= 0 }) else {
-                    return fail("--items takes item counts separated by commas, such as 100,1000")
+                    return "--items takes item counts separated by commas, such as 100,1000"
                 }
                 options.items = levels.compactMap { $0 }.sorted()
             case "--tools":
                 let names = ["keystone", "libsecret", "secret-tool", "python-keyring"]
                 let tools = text.split(separator: ",").map { String($0) }
                 guard !tools.isEmpty, tools.allSatisfy(names.contains) else {
-                    return fail("--tools takes some of \(names.joined(separator: ",")), separated by commas")
+                    return "--tools takes some of \(names.joined(separator: ",")), separated by commas"
                 }
                 options.tools = tools
             case "--pairs":
-                guard let pairs = Int(text), pairs > 0 else { return fail("--pairs takes a positive number") }
+                guard let pairs = positiveNumber(text) else { return "--pairs takes a positive number" }
                 options.pairs = pairs
             default:
-                guard let rounds = Int(text), rounds > 0 else { return fail("--rounds takes a positive number") }
+                guard let rounds = positiveNumber(text) else { return "--rounds takes a positive number" }
                 options.rounds = rounds
             }
+            return nil
         }
-        return options
+        return parsed ? options : nil
     }
 }
 

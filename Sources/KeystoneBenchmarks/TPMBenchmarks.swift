@@ -47,42 +47,26 @@ struct TPMBenchmarkOptions {
     /// Parses the arguments after `tpm`; nil (after printing why and the usage) when they are wrong.
     static func parse(_ arguments: ArraySlice<String>) -> TPMBenchmarkOptions? {
         var options = TPMBenchmarkOptions()
-        var rest = arguments
-        func fail(_ message: String) -> TPMBenchmarkOptions? {
-            FileHandle.standardError.write(Data("keystone-benchmarks tpm: \(message)\n\(usage)\n".utf8))
-            return nil
-        }
-        while let argument = rest.popFirst() {
-            var (name, value) = (argument, String?.none)
-            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
-                (name, value) = (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
-            }
-            if name == "--help" || name == "-h" {
-                print(usage)
-                exit(0)
-            }
-            guard ["--signatures", "--rounds", "--tool-signatures", "--signers"].contains(name) else {
-                return fail("unknown option \(argument)")
-            }
+        let parsed = parseBenchmarkOptions(arguments, command: "tpm", usage: usage,
+                                           valued: ["--signatures", "--rounds", "--tool-signatures", "--signers"]) { name, value in
             if name == "--signers" {
                 let known = ["esapi", "device", "token", "tpm2_sign", "reload"]
-                let signers = (value ?? rest.popFirst() ?? "").split(separator: ",").map(String.init)
+                let signers = (value ?? "").split(separator: ",").map(String.init)
                 guard !signers.isEmpty, signers.allSatisfy(known.contains) else {
-                    return fail("--signers takes some of \(known.joined(separator: ",")), separated by commas")
+                    return "--signers takes some of \(known.joined(separator: ",")), separated by commas"
                 }
                 options.signers = signers
-                continue
+                return nil
             }
-            guard let text = value ?? rest.popFirst(), let number = Int(text), number > 0 else {
-                return fail("\(name) takes a positive number")
-            }
+            guard let number = positiveNumber(value) else { return "\(name) takes a positive number" }
             switch name {
             case "--signatures": options.signatures = number
             case "--rounds": options.rounds = number
             default: options.toolSignatures = number
             }
+            return nil
         }
-        return options
+        return parsed ? options : nil
     }
 }
 
