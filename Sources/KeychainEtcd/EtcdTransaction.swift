@@ -404,7 +404,8 @@ final class EtcdTransaction: StorageWriter {
     ///   lost and could not be checked, says the change may have been applied); `errSecQuotaExceeded` beyond etcd's
     ///   request limits.
     func commit() throws -> Outcome {
-        guard hasChanges else { return .committed(revision: revision ?? 0) }
+        // Nothing to write: done, unless what the body concluded rested on a guess no commit will check.
+        guard hasChanges else { return guessed ? .conflict(nil) : .committed(revision: revision ?? 0) }
         let watched = order + pinned.subtracting(order).sorted(by: { $0.lexicographicallyPrecedes($1) })
         var compares: [EtcdCompare] = [.modRevision(keyspace.meta, equals: headerRevision)]
         for key in watched {

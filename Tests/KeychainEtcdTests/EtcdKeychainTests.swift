@@ -101,6 +101,26 @@ struct EtcdKeychainSemanticsTests {
         #expect(all?.count == 12)
     }
 
+    @Test("machines adding different items at once: every add lands, once, with a row id of its own")
+    func concurrentDistinctAdds() throws {
+        let (ka, a) = try machine([0], create: true)
+        let (_, b) = try machine([1])
+        let (_, c) = try machine([2])
+        let engines = [a, b, c, a]
+        let failures = onThreads(4) { index -> [Int32] in
+            (0..<15).compactMap { n in
+                let code = status { try engines[index].add(genp("distinct", "m\(index)-\(n)", [Key.valueData: .data(Data("\(index)-\(n)".utf8))])) }
+                return code == Status.success ? nil : code
+            }
+        }
+        #expect(failures.allSatisfy { $0.isEmpty }, "\(failures)")
+        let rows = try ka.read { try $0.candidates(in: .genericPassword, matching: [:]) }
+        let ids = rows.compactMap { if case .item(let item) = $0 { item.rowID } else { nil } }
+        #expect(ids.count == 60)
+        #expect(Set(ids).count == 60)
+        #expect(ids == ids.sorted())
+    }
+
     @Test("a write acknowledged on one machine is seen by the next read on another (no stale cache)")
     func readYourFleetsWrites() throws {
         let (_, a) = try machine([0], create: true)
