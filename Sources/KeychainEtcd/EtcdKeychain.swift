@@ -35,8 +35,8 @@ import KeychainSealing
 /// - Important: Whoever knows the keychain password and can read the cluster can read every item; etcd user
 ///   authentication and TLS limit who can read the cluster, and who can delete from it (an attacker with write access
 ///   to etcd cannot read or forge items, but can delete them). Limits that follow from etcd's defaults: a value of at
-///   most 1.5 MiB (`--max-request-bytes`) and at most 128 items changed by one call (`--max-txn-ops`); beyond them
-///   calls fail with `errSecQuotaExceeded` and change nothing.
+///   most 1.5 MiB (`--max-request-bytes`) and at most 127 items changed by one call (`--max-txn-ops`, 128 compares with the header's); beyond them
+///   calls fail with `errSecDataTooLarge` or `errSecQuotaExceeded` and change nothing.
 public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is reached only while `state` is held; etcd calls are made
     // outside it, so transactions of several threads proceed at once.

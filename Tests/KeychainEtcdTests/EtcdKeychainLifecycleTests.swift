@@ -122,10 +122,29 @@ struct EtcdKeychainLifecycleTests {
         let keychain = try EtcdKeychain.create(configuration, password: "pw")
         let engine = KeychainEngine(storage: keychain)
         let failure = error { try engine.add(genp("s", "big", [Key.valueData: .data(Data(repeating: 7, count: 2 << 20))])) }
-        #expect(failure != nil && failure?.status != Status.success)
+        #expect(failure?.status == Status.dataTooLarge, "\(String(describing: failure))")
         #expect(failure?.reason.contains("\u{7}") == false)
         #expect(status { _ = try engine.copyMatching(genp("s", "big")) } == Status.itemNotFound)
         try engine.add(genp("s", "small"))
+    }
+}
+
+@Suite("etcd keychain: etcd's default limits", .enabled(if: etcdMissing == nil))
+struct EtcdKeychainLimitTests {
+    @Test("a delete matching more items than etcd's --max-txn-ops allows fails with errSecQuotaExceeded and deletes nothing; 127 go")
+    func itemsPerCall() throws {
+        let cluster = try EtcdTestCluster.start(.init(members: 1))   // etcd's default: 128 operations per transaction
+        defer { cluster.stop() }
+        let engine = KeychainEngine(storage: try EtcdKeychain.create(EtcdConfiguration(url: cluster.url(name: "limits"), environment: [:]), password: "pw"))
+        for i in 0..<128 { try engine.add(genp("many", "a\(i)")) }
+        for i in 0..<127 { try engine.add(genp("fewer", "a\(i)")) }
+        let failure = error { try engine.delete(genp("many")) }
+        #expect(failure?.status == Status.quotaExceeded, "\(String(describing: failure))")
+        #expect(failure?.reason.contains("max-txn-ops") == true)
+        let left = try engine.copyMatching(genp("many", nil, [Key.matchLimit: .string(Key.matchLimitAll), Key.returnAttributes: .bool(true)]))?.array?.count
+        #expect(left == 128)
+        try engine.delete(genp("fewer"))
+        #expect(status { _ = try engine.copyMatching(genp("fewer")) } == Status.itemNotFound)
     }
 }
 
@@ -165,8 +184,10 @@ struct EtcdKeychainFaultTests {
             #expect(try engine.copyMatching(genp("stream", "item-\(i)", [Key.returnData: .bool(true)]))?.data == Data("secret-\(i)".utf8), "item \(i) lost")
         }
         // The write that failed without quorum may or may not have landed, but never twice.
-        let found = (try? engine.copyMatching(genp("stream", "no-quorum", [Key.matchLimit: .string(Key.matchLimitAll)])))??.array?.count ?? 0
-        #expect(found <= 1)
+        let found = try engine.copyMatching(genp("stream", nil, [Key.matchLimit: .string(Key.matchLimitAll), Key.returnAttributes: .bool(true)]))?.array ?? []
+        let accounts = found.compactMap { $0.attributes?[Key.account]?.stringValue }
+        #expect(accounts.filter { $0 == "no-quorum" }.count <= 1)
+        #expect(Set(accounts).count == accounts.count && accounts.count >= 45)
     }
 
     @Test("a hung member (a partition as clients see it) never yields two items with one primary key")
