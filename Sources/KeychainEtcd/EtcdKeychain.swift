@@ -46,7 +46,11 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     let keyspace: EtcdKeyspace
 
     private let state = NSLock()
-    private var header: EtcdKeychainHeader
+    private var header: EtcdKeychainHeader {
+        didSet { if header.keychainID != oldValue.keychainID { cache = Self.cache(of: header, configuration) } }
+    }
+    /// This keychain's unlock cache on this machine (named by the header's keychain id: made once, not per call).
+    private var cache: KeyringCache
     /// The header's mod revision in etcd: every commit checks it, so a keychain deleted (or made again) elsewhere is
     /// never written with old keys.
     private var headerRevision: Int64
@@ -70,6 +74,11 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         self.keyspace = EtcdKeyspace(name: configuration.name)
         self.header = header
         self.headerRevision = revision
+        self.cache = Self.cache(of: header, configuration)
+    }
+
+    private static func cache(of header: EtcdKeychainHeader, _ configuration: EtcdConfiguration) -> KeyringCache {
+        KeyringCache(identity: header.cacheIdentity(name: configuration.name))
     }
 
     deinit { client.shutdown() }
@@ -138,7 +147,7 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         let keyspace = EtcdKeyspace(name: configuration.name)
         let (header, _) = try readHeader(client, keyspace, configuration)
         _ = try etcd { try client.txn(compare: [], success: [.deletePrefix(keyspace.prefix)]) }
-        KeyringCache(identity: header.cacheIdentity(name: configuration.name)).remove()
+        cache(of: header, configuration).remove()
     }
 
     private static func readHeader(_ client: EtcdClient, _ keyspace: EtcdKeyspace, _ configuration: EtcdConfiguration) throws -> (EtcdKeychainHeader, Int64) {
@@ -243,24 +252,16 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     /// - Throws: `errSecAuthFailed` when `old` is wrong; `errSecNotAvailable` when the cluster does not answer or the
     ///   header changed while this ran (try again).
     public func changePassword(old: String, new: String) throws {
-        let (fresh, revision) = try Self.readHeader(client, keyspace, configuration)
-        let master = try fresh.protector.unwrap(old)
-        let protector = try PasswordProtector(sealing: master, password: new)
-        var changed = fresh
-        changed.kdf = protector.kdf
-        changed.wrappedMaster = protector.wrappedMaster
-        changed.emptyPassword = new.isEmpty
-        let result = try Self.etcd {
-            try client.txn(compare: [.modRevision(keyspace.meta, equals: revision)], success: [.put(keyspace.meta, changed.encoded)])
+        var master: SymmetricKey?
+        let (changed, revision) = try updateHeader { header in
+            let key = try header.protector.unwrap(old)
+            let protector = try PasswordProtector(sealing: key, password: new)
+            header.kdf = protector.kdf
+            header.wrappedMaster = protector.wrappedMaster
+            header.emptyPassword = new.isEmpty
+            master = key
         }
-        guard result.succeeded else {
-            throw EngineError(Status.notAvailable, "the keychain's header changed on another machine while the password was being changed; nothing was changed: try again")
-        }
-        try state.withLock {
-            header = changed
-            headerRevision = result.revision
-            try install(KeySet(master: master), at: clock())
-        }
+        if let master { try installUnlocked(master, header: changed, revision: revision) }
     }
 
     /// Changes the auto-lock timeout for every machine (compare-and-swap on the header).
@@ -270,24 +271,32 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         if let timeout, !(timeout.isFinite && timeout >= 0 && timeout <= TimeInterval(UInt32.max)) {
             throw EngineError.param("the lock timeout must be between 0 and \(UInt32.max) seconds")
         }
-        let (fresh, revision) = try Self.readHeader(client, keyspace, configuration)
+        let (changed, revision) = try updateHeader { $0.lockAfterTimeout = timeout }
+        state.withLock {
+            header = changed
+            headerRevision = revision
+        }
+    }
+
+    /// Reads the header, applies `change`, and writes it back if no other machine wrote it meanwhile.
+    ///
+    /// - Returns: the header written and its revision.
+    /// - Throws: what `change` throws (nothing is written); `errSecNotAvailable` when the header changed meanwhile.
+    private func updateHeader(_ change: (inout EtcdKeychainHeader) throws -> Void) throws -> (EtcdKeychainHeader, Int64) {
+        let (fresh, revision) = try readCurrentHeader()
         var changed = fresh
-        changed.lockAfterTimeout = timeout
+        try change(&changed)
         let result = try Self.etcd {
             try client.txn(compare: [.modRevision(keyspace.meta, equals: revision)], success: [.put(keyspace.meta, changed.encoded)])
         }
         guard result.succeeded else {
             throw EngineError(Status.notAvailable, "the keychain's header changed on another machine meanwhile; nothing was changed: try again")
         }
-        state.withLock {
-            header = changed
-            headerRevision = result.revision
-        }
+        return (changed, result.revision)
     }
 
     // MARK: - Keys (state held)
 
-    private var cache: KeyringCache { KeyringCache(identity: header.cacheIdentity(name: configuration.name)) }
 
     /// Makes `keys` this process's keys and shares them through the unlock cache (where the kernel keyring exists).
     ///

@@ -66,14 +66,7 @@ struct EtcdKeyspace: Sendable {
     }
 
     private static func part(_ label: String, _ keys: [String], _ cls: ItemClass, _ attributes: [String: AttributeValue], _ mac: HMAC<SHA256>) -> Data {
-        let schema = ClassSchema.of(cls)
-        var bytes: [UInt8] = Array("\(cls.rawValue)\u{0}\(label)".utf8)
-        for key in keys {
-            bytes.append(0)
-            bytes.append(contentsOf: key.utf8)
-            RowDigest.writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: true, to: &bytes)
-        }
-        return Sealing.digest(bytes, mac: mac)
+        RowDigest.digest(cls, label: label, of: keys, attributes, mac: mac)
     }
 }
 

@@ -26,13 +26,21 @@ package enum RowDigest {
 
     /// The digest of a whole primary key (absent attributes count as their type's empty value).
     package static func primaryKey(_ cls: ItemClass, _ attributes: [String: AttributeValue], mac: HMAC<SHA256>, byBytes: Bool = true) -> Data {
+        digest(cls, label: "pk", of: ClassSchema.of(cls).primaryKey, attributes, mac: mac, byBytes: byBytes)
+    }
+
+    /// The digest of the values of `keys` (in that order) under `label`: absent attributes count as their type's
+    /// empty value. ``primaryKey(_:_:mac:byBytes:)`` is this over the whole primary key; a storage can digest parts
+    /// of it under labels of its own.
+    package static func digest(_ cls: ItemClass, label: String, of keys: [String], _ attributes: [String: AttributeValue],
+                               mac: HMAC<SHA256>, byBytes: Bool = true) -> Data {
         let schema = ClassSchema.of(cls)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
         bytes.append(contentsOf: cls.rawValue.utf8)
         bytes.append(0)
-        bytes.append(contentsOf: "pk".utf8)
-        for key in schema.primaryKey {
+        bytes.append(contentsOf: label.utf8)
+        for key in keys {
             bytes.append(0)
             bytes.append(contentsOf: key.utf8)
             writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: byBytes, to: &bytes)
