@@ -12,6 +12,7 @@ import KeychainEngine
 
 if runFileChild(CommandLine.arguments) { exit(0) }
 if CommandLine.arguments.dropFirst().first == "files" { exit(runProtectedFileBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
+if CommandLine.arguments.dropFirst().first == "seckey-memory" { exit(runSecKeyMemoryBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
 if CommandLine.arguments.dropFirst().first == "tpm" {
     guard let options = TPMBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runTPMBenchmarks(options))
