@@ -378,6 +378,18 @@ char *ks_create_item(ks_service *service, const char *collection, const char *la
     return path;
 }
 
+int ks_set_attributes(ks_service *service, const char *path, const char *const *keys, const char *const *values,
+                      size_t count, ks_cancel *cancel, ks_error *error) {
+    GError *gerror = NULL;
+    GVariant *reply = g_dbus_connection_call_sync(service->connection, KS_BUS_NAME, path,
+        "org.freedesktop.DBus.Properties", "Set",
+        g_variant_new("(ssv)", "org.freedesktop.Secret.Item", "Attributes", attributes_variant(keys, values, count)),
+        NULL, G_DBUS_CALL_FLAGS_NONE, service->timeout_ms, cancellable_of(cancel), &gerror);
+    if (reply == NULL) { set_error(error, gerror, KS_OK); return -1; }
+    g_variant_unref(reply);
+    return 0;
+}
+
 int ks_delete_item(ks_service *service, const char *path, ks_cancel *cancel, ks_error *error) {
     GError *gerror = NULL;
     if (!secret_service_delete_item_dbus_path_sync(service->service, path, cancellable_of(cancel), &gerror)) {
@@ -406,6 +418,14 @@ int ks_unlock(ks_service *service, const char *path, int *unlocked, ks_cancel *c
     if (gerror != NULL) { set_error(error, gerror, KS_OK); return -1; }
     *unlocked = count > 0 ? 1 : 0;
     return 0;
+}
+
+int ks_service_is_closed(ks_service *service) {
+    return service == NULL || g_dbus_connection_is_closed(service->connection) ? 1 : 0;
+}
+
+char *ks_hmac_sha256_hex(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length) {
+    return g_compute_hmac_for_data(G_CHECKSUM_SHA256, key, key_length, data, length);
 }
 
 void ks_free(void *pointer) { g_free(pointer); }

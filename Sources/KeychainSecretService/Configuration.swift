@@ -24,6 +24,8 @@ extension SecretServiceStorage.Options {
     /// Options from the environment:
     /// - `KEYSTONE_SECRET_SERVICE_COMPATIBILITY=1` turns on ``SecretServiceStorage/Options/compatibility`` (other
     ///   clients' generic passwords), in the access group `default`;
+    /// - `KEYSTONE_SECRET_SERVICE_UNENFORCED_ACCESS_CONTROL=1` turns on
+    ///   ``SecretServiceStorage/Options/allowsUnenforcedAccessControl``;
     /// - `KEYSTONE_SECRET_SERVICE_TIMEOUT=SECONDS` sets the deadline of each call (1–600, default 10).
     /// - `DBUS_SESSION_BUS_ADDRESS` (else `$XDG_RUNTIME_DIR/bus`) is the bus;
     public init(environment: [String: String]) {
@@ -31,6 +33,9 @@ extension SecretServiceStorage.Options {
         busAddress = try? SecretServiceStorage.resolveBusAddress(nil, environment: environment)
         if let flag = environment["KEYSTONE_SECRET_SERVICE_COMPATIBILITY"], ["1", "true", "yes", "on"].contains(flag.lowercased()) {
             compatibility = Compatibility()
+        }
+        if let flag = environment["KEYSTONE_SECRET_SERVICE_UNENFORCED_ACCESS_CONTROL"], ["1", "true", "yes", "on"].contains(flag.lowercased()) {
+            allowsUnenforcedAccessControl = true
         }
         if let text = environment["KEYSTONE_SECRET_SERVICE_TIMEOUT"], let seconds = Int(text), (1...600).contains(seconds) {
             callTimeout = .seconds(seconds)

@@ -17,6 +17,8 @@ import KeychainEngine
 ///   Secret Service attribute is. Never put a secret in an attribute.
 /// - **Row ids** live in `keystone:rowid`; a replace creates the new version with `keystone:generation` one higher
 ///   before deleting the old one, so a crash between the two leaves two versions of which readers take the newer.
+/// - **Seals**: `keystone:seal` binds an item's attributes to its object path (see ``Seal``); `keystone:size` is the
+///   secret's length.
 /// - **Lookup values**: text as itself; bytes that are not UTF-8 text (or hold a NUL, or start with ``bytesPrefix``)
 ///   as `base64:` + their base64; numbers in decimal; booleans `1`/`0`; dates as seconds since 2001 (Apple's reference date).
 enum ItemMapping {
@@ -26,6 +28,9 @@ enum ItemMapping {
     static let rowIDKey = "keystone:rowid"
     static let generationKey = "keystone:generation"
     static let metadataKey = "keystone:attributes"
+    /// The secret's length in bytes, so that reads ask for several secrets at once only as far as one D-Bus reply
+    /// carries them (covered by the item's seal).
+    static let sizeKey = "keystone:size"
     static let bytesPrefix = "base64:"
 
     /// The Secret Service attribute that holds a primary-key attribute of a class.
@@ -98,6 +103,7 @@ enum ItemMapping {
         result += lookupAttributes(item.itemClass, ClassSchema.of(item.itemClass).primaryKey(of: item.attributes))
         result.append((rowIDKey, String(item.rowID)))
         result.append((generationKey, String(generation)))
+        result.append((sizeKey, String(item.secret?.count ?? 0)))
         // The metadata keeps whether the row has a secret (an empty one stands for it), not the secret.
         var metadata = item
         metadata.secret = item.secret == nil ? nil : Data()

@@ -238,6 +238,27 @@ final class SecretServiceClient: @unchecked Sendable {
         return String(cString: path)
     }
 
+    /// Whether a failure of a call that carried `bytes` of secret was the bus dropping the message for its size:
+    /// the bus closed this connection (dbus-daemon disconnects a client whose message exceeds `max_message_size`
+    /// or the protocol's 64 MiB array limit) while the Secret Service is still there for a new connection.
+    func droppedForSize(_ error: EngineError) -> Bool {
+        guard error.status == Status.notAvailable, isClosed else { return false }
+        return (try? Self.connect(address: address, callTimeout: callTimeout)) != nil
+    }
+
+    /// Replaces an item's attributes.
+    func setAttributes(_ path: String, _ attributes: [(String, String)]) throws {
+        try withCStrings(attributes) { keys, values in
+            try status("write an item's attributes") { service, cancel, error in
+                ks_set_attributes(service, path, keys, values, attributes.count, cancel, error)
+            }
+        }
+    }
+
+    /// Whether the bus closed this connection (the daemon is gone, or the bus refused a message of ours): the
+    /// storage then connects again.
+    var isClosed: Bool { ks_service_is_closed(handle) != 0 }
+
     /// Deletes an item; one that is already gone is not an error.
     func deleteItem(_ path: String) throws {
         do {

@@ -58,6 +58,14 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
         /// Read and write the conventions of other Secret Service clients for generic passwords (opt-in): see
         /// ``Compatibility``.
         public var compatibility: Compatibility?
+        /// Store items whose access control needs a person (`.userPresence`, `.biometryAny`, `.biometryCurrentSet`,
+        /// `.devicePasscode`, `.applicationPassword`…) although this storage cannot enforce it (opt-in; default
+        /// false: such an add or update fails with `errSecUnimplemented`). Environment:
+        /// `KEYSTONE_SECRET_SERVICE_UNENFORCED_ACCESS_CONTROL=1`.
+        ///
+        /// - Important: Keystone still asks for the person before it returns such a secret, but the Secret Service
+        ///   gives it to any program of the session that asks (`secret-tool lookup …`), with no prompt.
+        public var allowsUnenforcedAccessControl = false
 
         public init(collection: Collection = .default, busAddress: String? = nil, compatibility: Compatibility? = nil) {
             self.collection = collection
@@ -65,6 +73,19 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
             self.compatibility = compatibility
         }
     }
+
+    /// The largest secret this storage stores: 16 MiB (16,777,216 bytes).
+    ///
+    /// Decision: a secret travels in one D-Bus message, which the bus drops, disconnecting the sender, beyond its
+    /// limits: the protocol's 64 MiB per array and 128 MiB per message, and dbus-daemon's `max_message_size`, 32 MiB
+    /// when the bus's configuration sets none (a desktop's `session.conf` sets 1,000,000,000). A reply that the bus
+    /// drops disconnects the Secret Service itself, so reads ask for several secrets at once only up to
+    /// ``secretsPerReplyBudget``. 16 MiB leaves room under 32 MiB for the encryption's padding and the rest of the
+    /// message. A larger secret fails with `errSecDataTooLarge` before anything is sent.
+    public static let maximumSecretSize = 16 << 20
+
+    /// How many bytes of secrets one `GetSecrets` reply may carry (24 MiB, under dbus-daemon's default 32 MiB).
+    static let secretsPerReplyBudget = 24 << 20
 
     public let options: Options
     /// The collection's D-Bus object path.
@@ -77,6 +98,10 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     private let mutex = NSLock()
     private let fileLock: TransactionLock
     private let observedLock = Locked<Bool>(false)
+    /// The collection's seal keys by item path: read once, kept while their items exist.
+    let sealKeyCache = Locked<[String: Seal.Key]>([:])
+    /// Paths of items already logged as ignored (one log line per item and storage).
+    private let reportedItems = Locked<Set<String>>([])
 
     /// Connects to the Secret Service and finds the collection.
     ///
@@ -157,9 +182,9 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
         }
     }
 
-    /// The connection, made again if the last one failed.
+    /// The connection, made again if the last one failed or the bus closed it.
     func client() throws -> SecretServiceClient {
-        if let client = connection.current { return client }
+        if let client = connection.current, !client.isClosed { return client }
         let client = try SecretServiceClient.connect(address: busAddress, callTimeout: options.callTimeout)
         connection.withLock { $0 = client }
         return client
@@ -229,6 +254,14 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     }
 
     func noteUnlocked() { observedLock.withLock { $0 = false } }
+
+    /// Logs (once per item) that an item claiming Keystone's schema was left out, and why. Names the object path
+    /// only: never an attribute value or a secret.
+    func noteIgnored(path: String, reason: String) {
+        guard reportedItems.withLock({ $0.insert(path).inserted }) else { return }
+        KeystoneLog.logger.warning("Secret Service item ignored: not Keystone's as it stands",
+                                   metadata: ["path": "\(path)", "reason": "\(reason)"])
+    }
 
     /// Records the collection's lock state as just read, and returns it.
     func noteLockState(_ locked: Bool) -> Bool {

@@ -28,6 +28,8 @@ final class Transaction: StorageWriter {
     /// commit, so a second identical search (the engine's duplicate check, then ``insert(_:)``'s own) is answered
     /// from the first instead of costing another `SearchItems`, `GetAll` and `GetSecrets` round trip.
     private var searched: [[String]: [Found]] = [:]
+    /// The collection's seal keys, oldest first, once this transaction has read them.
+    private var loadedKeys: [Seal.Key]?
 
     init(storage: SecretServiceStorage, client: SecretServiceClient) {
         self.storage = storage
@@ -89,7 +91,7 @@ final class Transaction: StorageWriter {
         let key = query.flatMap { [$0.0, $0.1] }
         if let found = searched[key] { return found }
         let paths = try client.search(storage.collectionPath, query)
-        let found = try load(paths) { path, info, secret in
+        let found = try load(paths, sealed: true) { path, info, secret in
             let attributes = info.attributes
             let generation = attributes[ItemMapping.generationKey].flatMap(Int.init) ?? 0
             guard let rowID = attributes[ItemMapping.rowIDKey].flatMap(Int64.init) else {
@@ -137,7 +139,11 @@ final class Transaction: StorageWriter {
     /// Reads each path's attributes and (for unlocked items) secrets, builds rows with `make`, keeps the newest
     /// version of each row id and remembers what it saw for the commit. Unlocks first when the collection is
     /// locked and a prompt is allowed.
-    private func load(_ paths: [String], _ make: (String, SecretServiceClient.ItemInfo, Data?) throws -> Found?) throws -> [Found] {
+    ///
+    /// With `sealed` (items claiming Keystone's schema), an unlocked item whose seal does not verify is left out
+    /// before its secret is read (``Seal``): not returned, not a duplicate, never changed or deleted.
+    private func load(_ paths: [String], sealed: Bool = false,
+                      _ make: (String, SecretServiceClient.ItemInfo, Data?) throws -> Found?) throws -> [Found] {
         guard !paths.isEmpty else { return [] }
         var infos: [(String, SecretServiceClient.ItemInfo)] = []
         for path in paths {
@@ -145,11 +151,29 @@ final class Transaction: StorageWriter {
             infos.append((path, info))
         }
         if infos.contains(where: { $0.1.locked }) {
-            if try storage.handleLockedCollection() { return try load(paths, make) }
+            if try storage.handleLockedCollection() { return try load(paths, sealed: sealed, make) }
         } else {
             storage.noteUnlocked()
         }
-        let secrets = try client.secrets(infos.filter { !$0.1.locked }.map(\.0))
+        // Secret lengths Keystone recorded (and sealed): reads batch only those.
+        var sizes: [String: Int] = [:]
+        if sealed, infos.contains(where: { !$0.1.locked }) {
+            let keys = try sealKeys()
+            infos = infos.filter { path, info in
+                guard !info.locked else { return true }  // its attributes are hidden: unreadable while locked
+                switch Seal.verdict(path: path, info: info, keys: keys) {
+                case .sealed:
+                    sizes[path] = info.attributes[ItemMapping.sizeKey].flatMap(Int.init)
+                    return true
+                case .legacy:
+                    return true
+                case .refused(let reason):
+                    storage.noteIgnored(path: path, reason: reason)
+                    return false
+                }
+            }
+        }
+        let secrets = try fetchSecrets(infos.filter { !$0.1.locked }.map { ($0.0, sizes[$0.0]) })
         var byRow: [Int64: Found] = [:]
         for (path, info) in infos {
             let secret = secrets[path]
@@ -182,9 +206,94 @@ final class Transaction: StorageWriter {
         return byRow.values.sorted { $0.rowID < $1.rowID }
     }
 
+    /// The secrets of `items` (path, recorded length or nil), asking for several in one `GetSecrets` only while
+    /// their recorded lengths fit one reply (``SecretServiceStorage/secretsPerReplyBudget``); an item of unknown
+    /// length is asked for alone. A reply larger than the bus carries would make the bus disconnect the Secret
+    /// Service itself.
+    private func fetchSecrets(_ items: [(path: String, size: Int?)]) throws -> [String: Data] {
+        var result: [String: Data] = [:]
+        var batch: [String] = []
+        var total = 0
+        for (path, size) in items {
+            let cost = size.map { $0 + 4096 } ?? SecretServiceStorage.secretsPerReplyBudget
+            if !batch.isEmpty, total + cost > SecretServiceStorage.secretsPerReplyBudget {
+                result.merge(try client.secrets(batch)) { first, _ in first }
+                batch = []
+                total = 0
+            }
+            batch.append(path)
+            total += cost
+        }
+        if !batch.isEmpty { result.merge(try client.secrets(batch)) { first, _ in first } }
+        return result
+    }
+
+    /// The collection's seal keys, oldest first (read once per transaction; their bytes are cached by the storage).
+    ///
+    /// - Throws: `errSecInteractionNotAllowed` when a seal key item is locked (and no prompt may unlock it) or the
+    ///   service returned no secret for it.
+    private func sealKeys() throws -> [Seal.Key] {
+        if let loadedKeys { return loadedKeys }
+        let paths = try client.search(storage.collectionPath, Seal.keyAttributes)
+        var cache = storage.sealKeyCache.current.filter { paths.contains($0.key) }
+        var missing: [(String, SecretServiceClient.ItemInfo)] = []
+        for path in paths where cache[path] == nil {
+            guard let info = try client.itemInfo(path) else { continue }
+            missing.append((path, info))
+        }
+        if missing.contains(where: { $0.1.locked }) {
+            if try storage.handleLockedCollection() { return try sealKeys() }
+            throw Self.lockedError
+        }
+        let secrets = try fetchSecrets(missing.map { ($0.0, 32) })
+        for (path, info) in missing {
+            guard let bytes = secrets[path] else {
+                throw EngineError(Status.interactionNotAllowed, "the Secret Service returned no secret for the collection's seal key")
+            }
+            // A key item holding anything but 32 bytes is not Keystone's: it seals nothing.
+            if bytes.count == 32 { cache[path] = Seal.Key(path: path, bytes: bytes, created: info.created) }
+        }
+        storage.sealKeyCache.withLock { $0 = cache }
+        let keys = cache.values.sorted { ($0.created, $0.path) < ($1.created, $1.path) }
+        loadedKeys = keys
+        return keys
+    }
+
+    /// The key new items are sealed with: the collection's oldest seal key, made now when it has none.
+    private func signingKey() throws -> Seal.Key {
+        if let key = try sealKeys().first { return key }
+        let bytes = Seal.newKeyBytes()
+        let path = try client.createItem(in: storage.collectionPath, label: Seal.keyLabel, attributes: Seal.keyAttributes,
+                                         secret: bytes, contentType: "application/octet-stream")
+        guard let info = try client.itemInfo(path) else {
+            throw EngineError(Status.notAvailable, "the Secret Service lost the seal key item it just created")
+        }
+        let key = Seal.Key(path: path, bytes: bytes, created: info.created)
+        storage.sealKeyCache.withLock { $0[path] = key }
+        loadedKeys = [key]
+        return key
+    }
+
+    /// Refuses, before anything is written, what this storage cannot keep as asked.
+    ///
+    /// - Throws: `errSecDataTooLarge` for a secret over ``SecretServiceStorage/maximumSecretSize``;
+    ///   `errSecUnimplemented` for an access control that needs a person, unless
+    ///   ``SecretServiceStorage/Options/allowsUnenforcedAccessControl``.
+    private func checkStorable(_ item: StoredItem) throws {
+        if let secret = item.secret, secret.count > SecretServiceStorage.maximumSecretSize {
+            throw EngineError(Status.dataTooLarge, "the secret is \(secret.count) bytes; the Secret Service storage keeps at most 16 MiB (16,777,216 bytes) per secret, as one D-Bus message must carry it. Store a larger secret in a keychain file, or keep it in a protected file and store its key here.")
+        }
+        // Decision: errSecUnimplemented (-4), not errSecParam: the query is well formed; this storage does not
+        // implement access controls that need a person, and an app can fall back to another keychain.
+        if let control = item.accessControl, control.flags.requiresAuthentication, !storage.options.allowsUnenforcedAccessControl {
+            throw EngineError(Status.unimplemented, "the Secret Service cannot enforce an access control that needs a person (user presence, biometry, passcode): any program of the session could read this secret with `secret-tool lookup`, with no prompt. Store the item in a keychain file, or accept this with SecretServiceStorage.Options.allowsUnenforcedAccessControl (KEYSTONE_SECRET_SERVICE_UNENFORCED_ACCESS_CONTROL=1).")
+        }
+    }
+
     // MARK: - Writing
 
     func insert(_ item: StoredItem) throws -> Int64 {
+        try checkStorable(item)
         let key = ClassSchema.of(item.itemClass).primaryKey(of: item.attributes)
         guard try candidates(in: item.itemClass, matching: key).isEmpty else {
             throw EngineError.duplicateItem("an item with this primary key is already in the Secret Service collection")
@@ -197,6 +306,7 @@ final class Transaction: StorageWriter {
     }
 
     func replace(_ item: StoredItem) throws {
+        try checkStorable(item)
         let key = ClassSchema.of(item.itemClass).primaryKey(of: item.attributes)
         let clash = try candidates(in: item.itemClass, matching: key).contains { candidate in
             switch candidate {
@@ -239,16 +349,19 @@ final class Transaction: StorageWriter {
         var created: [String] = []
         var superseded: [String] = []
         do {
+            let key = inserted.isEmpty && replaced.isEmpty ? nil : try signingKey()
             for (_, item) in inserted.sorted(by: { $0.key < $1.key }) {
-                created.append(try create(item, generation: 1, compatibility: extra))
+                try create(item, generation: 1, compatibility: extra, key: key!, created: &created)
             }
             for (rowID, item) in replaced.sorted(by: { $0.key < $1.key }) {
                 let old = seen[rowID]
-                created.append(try create(item, generation: (old?.generation ?? 0) + 1, compatibility: extra))
+                try create(item, generation: (old?.generation ?? 0) + 1, compatibility: extra, key: key!, created: &created)
                 superseded += old?.paths ?? []
             }
         } catch {
-            for path in created { try? client.deleteItem(path) }  // our own new items: undo, nothing else touched
+            // Our own new items: undo, nothing else touched (on a new connection if the bus closed this one).
+            let undo = client.isClosed ? try? SecretServiceClient.connect(address: client.address, callTimeout: client.callTimeout) : client
+            for path in created { try? undo?.deleteItem(path) }
             throw error
         }
         for path in superseded { try? client.deleteItem(path) }  // a leftover is an older version readers ignore
@@ -257,12 +370,25 @@ final class Transaction: StorageWriter {
         }
     }
 
-    private func create(_ item: StoredItem, generation: Int, compatibility: Compatibility?) throws -> String {
+    /// Creates an item, then seals it (its object path is known only once it exists); appends its path to
+    /// `created` as soon as it exists. Until sealed, readers ignore it.
+    ///
+    /// - Throws: `errSecDataTooLarge` when the bus dropped the message for its size.
+    private func create(_ item: StoredItem, generation: Int, compatibility: Compatibility?, key: Seal.Key,
+                        created: inout [String]) throws {
         let extra = compatibility?.attributes(for: item) ?? []
-        let attributes = ItemMapping.attributes(of: item, generation: generation, extra: extra)
+        var attributes = ItemMapping.attributes(of: item, generation: generation, extra: extra)
         let secret = item.secret ?? Data()
-        return try client.createItem(in: storage.collectionPath, label: ItemMapping.label(of: item), attributes: attributes,
-                                     secret: secret, contentType: ItemMapping.contentType(secret))
+        let path: String
+        do {
+            path = try client.createItem(in: storage.collectionPath, label: ItemMapping.label(of: item), attributes: attributes,
+                                         secret: secret, contentType: ItemMapping.contentType(secret))
+        } catch let error as EngineError where client.droppedForSize(error) {
+            throw EngineError(Status.dataTooLarge, "the session bus dropped the item (a secret of \(secret.count) bytes) for its size and closed the connection, while the Secret Service runs: the bus's max_message_size (its dbus-daemon configuration) is lower than this secret needs. Store a smaller secret, or raise the bus's limits.")
+        }
+        created.append(path)
+        attributes.append((Seal.attribute, Seal.seal(path: path, attributes: attributes, key: key)))
+        try client.setAttributes(path, attributes)
     }
 }
 

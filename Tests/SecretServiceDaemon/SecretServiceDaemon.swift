@@ -95,7 +95,12 @@ public final class SecretServiceDaemon: @unchecked Sendable {
     /// the address to a pipe once it listens, and `gnome-keyring-daemon --foreground` closes its standard output once
     /// its initialization is complete (after unlocking the login keyring and claiming its bus names; daemon/gkd-main.c).
     /// Both are then checked over D-Bus. Throws ``Failure`` if that does not happen within 30 seconds.
-    public static func start(password: String = "keystone-test") throws -> SecretServiceDaemon {
+    ///
+    /// - Parameter maxMessageSize: the bus's `max_message_size` (and its `max_incoming_bytes` and
+    ///   `max_outgoing_bytes`): by default 1,000,000,000, what a desktop's `/usr/share/dbus-1/session.conf` sets, so
+    ///   the bus drops what a desktop's bus drops; nil leaves dbus-daemon's built-in limits (32 MiB messages, as on
+    ///   a bus started with a configuration of its own); a small value makes the bus drop large messages.
+    public static func start(password: String = "keystone-test", maxMessageSize: Int? = 1_000_000_000) throws -> SecretServiceDaemon {
         if let reason = unavailableReason { throw Failure(description: "SecretServiceDaemon: \(reason)") }
         let deadline = ContinuousClock.now + .seconds(30)
         let root = try makeRoot()
@@ -106,6 +111,10 @@ public final class SecretServiceDaemon: @unchecked Sendable {
                 try FileManager.default.createDirectory(atPath: "\(root)/\(directory)", withIntermediateDirectories: false,
                                                         attributes: [.posixPermissions: 0o700])
             }
+            let limits = maxMessageSize.map { size in
+                ["max_message_size", "max_incoming_bytes", "max_outgoing_bytes"]
+                    .map { "  <limit name=\"\($0)\">\(size)</limit>\n" }.joined()
+            } ?? ""
             let config = """
                 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
                  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -118,7 +127,7 @@ public final class SecretServiceDaemon: @unchecked Sendable {
                     <allow eavesdrop="true"/>
                     <allow own="*"/>
                   </policy>
-                </busconfig>
+                \(limits)</busconfig>
 
                 """
             try config.write(toFile: "\(root)/dbus.conf", atomically: false, encoding: .utf8)
@@ -579,7 +588,7 @@ public final class SecretServiceDaemon: @unchecked Sendable {
     #else
 
     /// Not available on this platform: throws ``Failure``.
-    public static func start(password: String = "keystone-test") throws -> SecretServiceDaemon {
+    public static func start(password: String = "keystone-test", maxMessageSize: Int? = 1_000_000_000) throws -> SecretServiceDaemon {
         throw Failure(description: "SecretServiceDaemon runs on Linux only")
     }
 

@@ -91,6 +91,9 @@ char *ks_create_item(ks_service *service, const char *collection, const char *la
                      const char *const *keys, const char *const *values, size_t count,
                      const uint8_t *secret, size_t length, const char *content_type,
                      ks_cancel *cancel, ks_error *error);
+/// Replaces an item's attributes (Properties.Set of org.freedesktop.Secret.Item.Attributes). Returns 0 on success.
+int ks_set_attributes(ks_service *service, const char *path, const char *const *keys, const char *const *values,
+                      size_t count, ks_cancel *cancel, ks_error *error);
 /// Deletes an item. Returns 0 on success.
 int ks_delete_item(ks_service *service, const char *path, ks_cancel *cancel, ks_error *error);
 
@@ -99,6 +102,12 @@ int ks_lock(ks_service *service, const char *path, ks_cancel *cancel, ks_error *
 /// Unlocks a collection, showing the service's prompt when it needs one. `*unlocked` is 1 when it is unlocked
 /// afterwards, 0 when the prompt was dismissed. Returns 0 on success.
 int ks_unlock(ks_service *service, const char *path, int *unlocked, ks_cancel *cancel, ks_error *error);
+
+/// Whether the connection is closed (the bus dropped it: the daemon exited, or the bus refused a message of ours).
+int ks_service_is_closed(ks_service *service);
+
+/// HMAC-SHA-256 of `data` under `key`, as 64 lowercase hex digits (free with ks_free).
+char *ks_hmac_sha256_hex(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length);
 
 void ks_free(void *pointer);
 void ks_strfreev(char **strings);
