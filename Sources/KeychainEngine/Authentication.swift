@@ -133,7 +133,8 @@ public final class AuthenticationCancellation: Sendable {
 public struct AuthenticationRequest: Sendable {
     /// The class of the item whose secret is wanted.
     public let itemClass: ItemClass
-    /// The item's access-control flags.
+    /// The access-control flags to satisfy: the item's, less the constraints the caller's authentication context
+    /// already covers when every constraint is required (then only the missing factors are asked).
     public let flags: AccessControlFlags
     /// `kSecUseOperationPrompt`, the text the prompt shows.
     public let operationPrompt: String?
@@ -172,6 +173,19 @@ public protocol Authenticator: Sendable {
     /// Asks for an authentication and reports how it ended.
     func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome
 
+    /// Asks for an authentication and reports how it ended and, on success, which factors the person proved: what
+    /// an ``AuthenticationContext`` records, so that it later covers only the access controls those factors satisfy.
+    ///
+    /// The default calls ``authenticate(_:)`` and infers the factors from the request's flags
+    /// (``AuthenticationResult/inferred(_:for:)``): for `.userPresence`, whose factor it cannot know, that is
+    /// ``AuthenticationFactor/deviceOwner``, which covers later `.userPresence` access controls only. An
+    /// authenticator that knows which factor the person used (the system authenticator: a fingerprint, or the
+    /// password) reports it.
+    ///
+    /// - Important: Report only factors the person actually proved in this authentication, and on success factors
+    ///   that satisfy the request's flags (``AccessControlRules``); a context trusts them for its reuse window.
+    func authenticateReportingFactors(_ request: AuthenticationRequest) -> AuthenticationResult
+
     /// Whether an authentication satisfying `flags` could be attempted now: nil if so, else the reason it cannot
     /// (``AuthenticationOutcome/notAvailable``, ``AuthenticationOutcome/notEnrolled``,
     /// ``AuthenticationOutcome/lockout``, ``AuthenticationOutcome/passcodeNotSet``,
@@ -188,6 +202,9 @@ public protocol Authenticator: Sendable {
 }
 
 extension Authenticator {
+    public func authenticateReportingFactors(_ request: AuthenticationRequest) -> AuthenticationResult {
+        .inferred(authenticate(request), for: request.flags)
+    }
     public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
         let needed = flags.intersection(.authenticationFlags)
         if !needed.isEmpty, needed.isSubset(of: [.biometryAny, .biometryCurrentSet]), biometryKind == .none { return .notAvailable }
@@ -216,110 +233,5 @@ public struct FixedAuthenticator: Authenticator {
             if !needed.isEmpty, needed.isSubset(of: [.biometryAny, .biometryCurrentSet]) { return .notAvailable }
             return nil
         }
-    }
-}
-
-/// An authentication context (`kSecUseAuthenticationContext`): reuses a successful authentication.
-///
-/// Once an authentication through this context succeeded, later operations that pass the same context
-/// do not prompt again while `reuseDuration` seconds have not passed since that success. Within one
-/// operation a context's success always covers every item. With `interactionNotAllowed`, an operation
-/// that would need a prompt fails with `errSecInteractionNotAllowed` instead.
-public final class AuthenticationContext: Sendable, Hashable {
-    private struct State {
-        var reuseDuration: TimeInterval
-        var interactionNotAllowed: Bool
-        var lastSuccess: Date?
-        var invalidated = false
-    }
-
-    private let state: Locked<State>
-
-    /// Cancelled by ``invalidate()``: an authentication waiting for this context's person ends with
-    /// ``AuthenticationOutcome/appCancel``.
-    public let cancellation = AuthenticationCancellation()
-
-    public init(reuseDuration: TimeInterval = 0, interactionNotAllowed: Bool = false) {
-        state = Locked(State(reuseDuration: reuseDuration, interactionNotAllowed: interactionNotAllowed))
-    }
-
-    /// Seconds during which a success is reused (Apple's `touchIDAuthenticationAllowableReuseDuration`, at most 300).
-    public var reuseDuration: TimeInterval {
-        get { state.current.reuseDuration }
-        set { state.withLock { $0.reuseDuration = min(max(newValue, 0), 300) } }
-    }
-
-    /// When true, a needed prompt fails with `errSecInteractionNotAllowed` (LAContext's `interactionNotAllowed`).
-    public var interactionNotAllowed: Bool {
-        get { state.current.interactionNotAllowed }
-        set { state.withLock { $0.interactionNotAllowed = newValue } }
-    }
-
-    /// When the last authentication through this context succeeded.
-    public var lastSuccess: Date? { state.current.lastSuccess }
-
-    /// Whether ``invalidate()`` was called: an invalidated context never authenticates again.
-    public var isInvalidated: Bool { state.current.invalidated }
-
-    /// Records a successful authentication at `date` (as `LAContext.evaluatePolicy` does).
-    public func recordSuccess(at date: Date) {
-        state.withLock { if !$0.invalidated { $0.lastSuccess = date } }
-    }
-
-    /// Forgets any success; later uses fail with `errSecAuthFailed` (Apple: the context is invalid); a prompt
-    /// waiting for this context ends with ``AuthenticationOutcome/appCancel``.
-    public func invalidate() {
-        state.withLock { $0.invalidated = true; $0.lastSuccess = nil }
-        cancellation.cancel()
-    }
-
-    /// Whether a success recorded earlier still covers an operation at `date`.
-    public func covers(_ date: Date) -> Bool {
-        state.withLock { s in
-            guard !s.invalidated, let last = s.lastSuccess else { return false }
-            return date.timeIntervalSince(last) <= s.reuseDuration
-        }
-    }
-
-    public static func == (lhs: AuthenticationContext, rhs: AuthenticationContext) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
-
-/// The authentication a protected secret or private key needs before one use, as the keychain asks it: the
-/// engine before it returns a protected item's data, and on Linux the SecKey and CryptoKit `SecureEnclave` layers
-/// before each use of a key made with `.privateKeyUsage` and an authentication flag.
-///
-/// The rules, in order (Apple's, as the engine applies them to items):
-/// 1. Flags that need no authentication (none, or only `.privateKeyUsage`) pass.
-/// 2. An invalidated context fails with `errSecAuthFailed`; a context whose last success is within its reuse
-///    duration passes without asking.
-/// 3. A context with `interactionNotAllowed` (or `allowsInteraction == false`: `kSecUseAuthenticationUIFail`)
-///    fails with `errSecInteractionNotAllowed`.
-/// 4. Otherwise the authenticator asks the person; a success is recorded on the context; any other outcome
-///    fails with its status (`errSecUserCanceled`, `errSecAuthFailed`, `errSecInteractionNotAllowed`).
-public enum AuthenticationGate {
-    /// Authenticates one use. Blocks while the person is asked: call it off Swift's cooperative pool.
-    /// - Throws: ``EngineError`` with `errSecAuthFailed`, `errSecUserCanceled` or `errSecInteractionNotAllowed`.
-    public static func authorize(_ flags: AccessControlFlags, itemClass: ItemClass, operation: String,
-                                 prompt: String?, context: AuthenticationContext?, allowsInteraction: Bool = true,
-                                 authenticator: any Authenticator, now: Date) throws(EngineError) {
-        guard flags.requiresAuthentication else { return }
-        if let context {
-            if context.isInvalidated { throw EngineError(Status.authFailed, "the authentication context was invalidated") }
-            if context.covers(now) { return }
-            if context.interactionNotAllowed {
-                throw EngineError.interactionNotAllowed("an authentication is needed and the context does not allow interaction")
-            }
-        }
-        if !allowsInteraction {
-            throw EngineError.interactionNotAllowed("an authentication is needed and kSecUseAuthenticationUI is Fail")
-        }
-        let request = AuthenticationRequest(itemClass: itemClass, flags: flags, operationPrompt: prompt,
-                                            operation: operation, cancellation: context?.cancellation)
-        let outcome = authenticator.authenticate(request)
-        if let status = outcome.status {
-            throw EngineError(status, "authentication ended with '\(outcome.rawValue)'")
-        }
-        context?.recordSuccess(at: now)
     }
 }

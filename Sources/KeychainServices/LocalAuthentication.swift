@@ -210,6 +210,18 @@ public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 
 /// An authentication context: evaluates policies with the default keychain's authenticator and, passed as
 /// `kSecUseAuthenticationContext`, lets keychain reads reuse a successful authentication.
+///
+/// A success is recorded with the factor the person used (the authenticator reports it; see
+/// `AuthenticationContext`), and a keychain read that passes the context within
+/// ``touchIDAuthenticationAllowableReuseDuration`` is covered only when that factor satisfies the item's access
+/// control, as on Apple platforms: the password typed for ``LAPolicy/deviceOwnerAuthentication`` opens
+/// `.devicePasscode` and `.userPresence` items but never a `.biometryAny` or `.biometryCurrentSet` one, and a
+/// finger (``LAPolicy/deviceOwnerAuthenticationWithBiometrics``) never opens a `.devicePasscode` one. Any other
+/// read asks for the missing factor, or fails with `errSecInteractionNotAllowed` under ``interactionNotAllowed``.
+///
+/// - Important: An authenticator that does not say which factor was used (a custom `Authenticator` without
+///   `authenticateReportingFactors`) leaves a ``LAPolicy/deviceOwnerAuthentication`` success covering
+///   `.userPresence` items only.
 public final class LAContext: NSObject, @unchecked Sendable {
     // @unchecked Sendable: the mutable state lives in `context` (locked) and `texts` (locked).
 
@@ -304,7 +316,9 @@ public final class LAContext: NSObject, @unchecked Sendable {
         return true
     }
 
-    /// Asks the default keychain engine's authenticator; a success is recorded on this context.
+    /// Asks the default keychain engine's authenticator; a success is recorded on this context with the factor the
+    /// person used (biometry for ``LAPolicy/deviceOwnerAuthenticationWithBiometrics``; a finger or the password for
+    /// ``LAPolicy/deviceOwnerAuthentication``), which decides the keychain items it covers (see the type).
     ///
     /// As on Apple platforms, `reply` runs on a private thread, never on the caller's thread, with `(true, nil)`
     /// or `(false, LAError)`. The evaluation, which waits for a person, has a thread of its own: several waiting
@@ -419,15 +433,16 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// ends it with `.appCancel`.
     private func authenticate(_ flags: AccessControlFlags, itemClass: ItemClass, reason: String, operation: String) -> LAError? {
         let authenticator = KeychainServicesDefaults.currentAuthenticator()
-        let outcome = authenticator.authenticate(
+        let result = authenticator.authenticateReportingFactors(
             AuthenticationRequest(itemClass: itemClass, flags: flags, operationPrompt: reason, operation: operation,
                                   cancellation: context.cancellation))
-        guard outcome == .success else { return Self.error(for: outcome, flags: flags) }
-        context.recordSuccess(at: KeychainServicesDefaults.currentClock()())
-        if flags.involvesBiometry {
-            let state = authenticator.biometryDomainState
-            observed.withLock { $0.domainState = state }
-        }
+        guard result.outcome == .success else { return Self.error(for: result.outcome, flags: flags) }
+        // What the person proved, not merely that they succeeded: a password entered for the device-owner policy
+        // never covers a biometry-only item, a finger never covers a passcode-only one.
+        let state = flags.involvesBiometry || result.factors.contains(.biometry) ? authenticator.biometryDomainState : nil
+        context.record(result.factors, satisfying: flags, biometryDomainState: result.factors.contains(.biometry) ? state : nil,
+                       at: KeychainServicesDefaults.currentClock()())
+        if flags.involvesBiometry { observed.withLock { $0.domainState = state } }
         return nil
     }
 

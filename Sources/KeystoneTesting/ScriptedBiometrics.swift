@@ -29,7 +29,8 @@ import KeychainServices
 /// 2. While ``holdEvaluations()`` is in force, it waits for ``releaseEvaluations()`` or ``invalidate()``, which
 ///    ends it with `LAError.appCancel`.
 /// 3. With ``interactionNotAllowed``: `LAError.notInteractive`.
-/// 4. The next result queued on this context with ``enqueue(_:)`` (any `LAError` code, or success).
+/// 4. The next result queued on this context with ``enqueue(_:)`` (any `LAError` code, success, or success with a
+///    given factor: ``EvaluationResult/succeeded(via:)``).
 /// 5. Simulator profile: `.deviceOwnerAuthentication` succeeds without prompting (as a simulator returns
 ///    access-controlled keychain items without a prompt); `.deviceOwnerAuthenticationWithBiometrics` fails with
 ///    `LAError.biometryNotAvailable`, as ``canEvaluatePolicy(_:error:)`` says.
@@ -52,8 +53,13 @@ import KeychainServices
 public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sendable {
     /// How one evaluation queued with ``enqueue(_:)`` ends.
     public enum EvaluationResult: Sendable, Hashable {
-        /// The person authenticated.
+        /// The person authenticated (with biometry for `.deviceOwnerAuthenticationWithBiometrics`; for
+        /// `.deviceOwnerAuthentication` the factor is not said, so the context then covers `.userPresence` items only).
         case success
+        /// The person authenticated with `factor`: for example ``AuthenticationFactor/passcode`` plays a person who
+        /// typed the passcode at the `.deviceOwnerAuthentication` prompt, which then covers `.devicePasscode` and
+        /// `.userPresence` items but never a biometry-only one.
+        case succeeded(via: AuthenticationFactor)
         /// The evaluation fails with this `LAError` code.
         case failure(LAError.Code)
     }
@@ -95,7 +101,9 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
     public let authenticator: ScriptedAuthenticator
     /// The engine's context this one stands for: pass it to keychain reads
     /// (`AuthenticationOptions(context: scripted.authenticationContext)`) so a successful evaluation is reused within
-    /// ``touchIDAuthenticationAllowableReuseDuration``, as an `LAContext` passed as `kSecUseAuthenticationContext` is.
+    /// ``touchIDAuthenticationAllowableReuseDuration``, as an `LAContext` passed as `kSecUseAuthenticationContext` is:
+    /// only for items whose access control the evaluation's factor satisfies (a biometric evaluation never opens a
+    /// `.devicePasscode` item; a device-owner evaluation, whose factor is not said, opens `.userPresence` items only).
     public let authenticationContext = AuthenticationContext()
     private let keychain: InMemoryKeychain?
     private let state: Locked<State>
@@ -337,7 +345,10 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
         let queued: EvaluationResult? = state.withLock { s in s.queue.isEmpty ? nil : s.queue.removeFirst() }
         switch queued {
         case .success?:
-            succeeded(biometric: biometric)
+            succeeded(policy, factors: Self.factors(for: policy))
+            return
+        case .succeeded(let factor)?:
+            succeeded(policy, factors: [factor])
             return
         case .failure(let code)?:
             throw LAError(code)
@@ -346,15 +357,15 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
         }
         if profile == .simulator {
             if biometric { throw LAError(.biometryNotAvailable) }
-            succeeded(biometric: false)
+            succeeded(policy, factors: Self.factors(for: policy))
             return
         }
         let request = AuthenticationRequest(itemClass: .genericPassword, flags: Self.flags(for: policy),
                                             operationPrompt: reason, operation: "evaluatePolicy",
                                             cancellation: authenticationContext.cancellation)
-        let outcome = authenticator.authenticate(request)
-        if let code = Self.code(for: outcome, policy: policy) { throw LAError(code) }
-        succeeded(biometric: biometric)
+        let result = authenticator.authenticateReportingFactors(request)
+        if let code = Self.code(for: result.outcome, policy: policy) { throw LAError(code) }
+        succeeded(policy, factors: result.factors)
     }
 
     /// Waits while evaluations are held: nil to go on, `.appCancel` when invalidated meanwhile.
@@ -373,12 +384,21 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
         }
     }
 
-    private func succeeded(biometric: Bool) {
+    /// Records the success on ``authenticationContext`` with the factors the person proved, so keychain reads
+    /// passing it are covered only for the access controls those factors satisfy.
+    private func succeeded(_ policy: LAPolicy, factors: Set<AuthenticationFactor>) {
         let now = keychain?.engine.configuration.now() ?? Date()
-        authenticationContext.recordSuccess(at: now)
-        if biometric, let domainState = authenticator.biometryDomainState {
+        let domainState = authenticator.biometryDomainState
+        authenticationContext.record(factors, biometryDomainState: factors.contains(.biometry) ? domainState : nil, at: now)
+        if policy == .deviceOwnerAuthenticationWithBiometrics, let domainState {
             state.withLock { $0.domainState = domainState }
         }
+    }
+
+    /// What a success of `policy` proves when the script does not say: biometry for the biometric policy; for the
+    /// device-owner policy, biometry or the passcode without saying which (``AuthenticationFactor/deviceOwner``).
+    static func factors(for policy: LAPolicy) -> Set<AuthenticationFactor> {
+        AccessControlRules.factorsProven(by: flags(for: policy))
     }
 
     // MARK: - Mapping

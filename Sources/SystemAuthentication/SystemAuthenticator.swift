@@ -43,6 +43,10 @@ public struct SystemAuthenticationConfiguration: Sendable {
 /// | `.watch` (companion), `.applicationPassword` | `notAvailable`: Linux has no companion device, and application passwords are not supported |
 ///
 /// Decisions:
+/// - Each success reports the factor the person used (``authenticateReportingFactors(_:)``): a fingerprint is
+///   ``AuthenticationFactor/biometry``, the password ``AuthenticationFactor/passcode``. An authentication context
+///   then covers only what that factor satisfies: the password typed at a `.userPresence` prompt (after the
+///   fingerprint missed, or without a reader) never opens a `.biometryAny` item, a finger never a `.devicePasscode` one.
 /// - Every authentication needs an interactive prompter (a terminal, or the app's own): without one it ends at once
 ///   with `notInteractive` (`errSecInteractionNotAllowed`), also for a fingerprint, since nobody would be told to
 ///   touch the reader.
@@ -95,37 +99,50 @@ public final class SystemAuthenticator: Authenticator {
     }
 
     public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome {
+        authenticateReportingFactors(request).outcome
+    }
+
+    /// Asks for what `request`'s flags need and reports the factors the person proved: ``AuthenticationFactor/biometry``
+    /// for a fingerprint match, ``AuthenticationFactor/passcode`` for the password PAM accepted (both, when both
+    /// were required). So a `.userPresence` prompt answered with the password leaves a context that covers
+    /// `.devicePasscode` and `.userPresence` items, never a biometry-only one.
+    public func authenticateReportingFactors(_ request: AuthenticationRequest) -> AuthenticationResult {
         let cancellation = request.cancellation ?? AuthenticationCancellation()
-        if cancellation.isCancelled { return .appCancel }
+        if cancellation.isCancelled { return AuthenticationResult(.appCancel) }
         let plan = Plan(request.flags)
-        if plan.unsupported { return .notAvailable }
-        if !configuration.prompter.isInteractive { return .notInteractive }
+        if plan.unsupported { return AuthenticationResult(.notAvailable) }
+        if !configuration.prompter.isInteractive { return AuthenticationResult(.notInteractive) }
         let reason = request.operationPrompt
+        let password = { AuthenticationResult(self.verifyPassword(reason: reason, cancellation: cancellation), factors: [.passcode]) }
         switch plan.mode {
         case .biometry:
-            if let blocker = biometryBlocker() { return blocker }
-            return verifyFingerprint(reason: reason, cancellation: cancellation)
+            if let blocker = biometryBlocker() { return AuthenticationResult(blocker) }
+            return AuthenticationResult(verifyFingerprint(reason: reason, cancellation: cancellation), factors: [.biometry])
         case .passcode:
-            return verifyPassword(reason: reason, cancellation: cancellation)
+            return password()
         case .biometryOrPasscode:
             if biometryBlocker() == nil {
                 let outcome = verifyFingerprint(reason: reason, cancellation: cancellation)
                 // A miss (or a reader that went away) falls back to the password, as Apple's “Enter Passcode” does;
                 // a cancellation does not.
                 switch outcome {
-                case .success, .userCancel, .appCancel: return outcome
+                case .success, .userCancel, .appCancel: return AuthenticationResult(outcome, factors: [.biometry])
                 default: break
                 }
-                if cancellation.isCancelled { return .appCancel }
+                if cancellation.isCancelled { return AuthenticationResult(.appCancel) }
             }
-            return verifyPassword(reason: reason, cancellation: cancellation)
+            return password()
         case .all:
+            var factors: Set<AuthenticationFactor> = []
             if plan.biometry {
-                if let blocker = biometryBlocker() { return blocker }
+                if let blocker = biometryBlocker() { return AuthenticationResult(blocker) }
                 let outcome = verifyFingerprint(reason: reason, cancellation: cancellation)
-                if outcome != .success { return outcome }
+                if outcome != .success { return AuthenticationResult(outcome) }
+                factors.insert(.biometry)
             }
-            return plan.passcode ? verifyPassword(reason: reason, cancellation: cancellation) : .success
+            guard plan.passcode else { return AuthenticationResult(.success, factors: factors) }
+            let outcome = verifyPassword(reason: reason, cancellation: cancellation)
+            return AuthenticationResult(outcome, factors: factors.union([.passcode]))
         }
     }
 

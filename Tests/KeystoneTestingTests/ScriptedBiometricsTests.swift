@@ -310,6 +310,54 @@ struct SharedScriptTests {
         #expect(throws: KeychainError.authFailed) { try keychain.string(for: token) }
     }
 
+    @Test("A device-owner evaluation (finger or passcode, not said which) does not open a .biometryAny item: the read prompts")
+    func ownerEvaluationDoesNotOpenBiometryItem() async throws {
+        let memory = InMemoryKeychain()
+        try store("secret", in: memory, .biometryAny)
+        let context = memory.makeBiometricContext()
+        context.touchIDAuthenticationAllowableReuseDuration = 60
+        memory.enqueueAuthentication(.success, .userCancel)
+        _ = try await context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "Unlock")
+        let keychain = Keychain(store: memory, authentication: AuthenticationOptions(context: context.authenticationContext))
+        #expect(throws: KeychainError.userCanceled) { try keychain.string(for: self.token) }
+        #expect(memory.promptCount == 2, "the read asked for biometry")
+        #expect(memory.prompts.last?.flags == .biometryAny)
+    }
+
+    @Test("A biometric evaluation does not open a .devicePasscode item: the read prompts")
+    func biometricEvaluationDoesNotOpenPasscodeItem() async throws {
+        let memory = InMemoryKeychain()
+        try store("secret", in: memory, .devicePasscode)
+        let context = memory.makeBiometricContext()
+        context.touchIDAuthenticationAllowableReuseDuration = 60
+        memory.enqueueAuthentication(.success, .userCancel)
+        _ = try await context.evaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, localizedReason: "Unlock")
+        let keychain = Keychain(store: memory, authentication: AuthenticationOptions(context: context.authenticationContext))
+        #expect(throws: KeychainError.userCanceled) { try keychain.string(for: self.token) }
+        #expect(memory.promptCount == 2, "the read asked for the passcode")
+    }
+
+    @Test("An evaluation scripted as passed with the passcode covers .devicePasscode and .userPresence items, never .biometryAny")
+    func scriptedPasscode() async throws {
+        let memory = InMemoryKeychain()
+        let pin = try GenericPassword(service: "com.example.vault", account: "pin")
+        let presence = try GenericPassword(service: "com.example.vault", account: "presence")
+        try store("bio", in: memory, .biometryAny)
+        try store("pin", in: memory, .devicePasscode, item: pin)
+        try store("presence", in: memory, .userPresence, item: presence)
+        let context = memory.makeBiometricContext()
+        context.touchIDAuthenticationAllowableReuseDuration = 60
+        context.enqueue(.succeeded(via: .passcode))
+        _ = try await context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "Unlock")
+        let keychain = Keychain(store: memory, authentication: AuthenticationOptions(context: context.authenticationContext))
+        #expect(try await keychain.string(for: pin) == "pin")
+        #expect(try await keychain.string(for: presence) == "presence")
+        #expect(memory.promptCount == 0)
+        memory.enqueueAuthentication(.userCancel)
+        #expect(throws: KeychainError.userCanceled) { try keychain.string(for: self.token) }
+        #expect(memory.promptCount == 1)
+    }
+
     @Test("After changeBiometryEnrollment(), biometryCurrentSet items are unreadable, biometryAny items read, and the app notices")
     func enrollmentChange() throws {
         let memory = InMemoryKeychain()
