@@ -39,6 +39,40 @@ struct ImportSourceOptions: ParsableArguments {
     var accessGroup: String?
     @Flag(name: .customLong("json-report"), help: "With --from: print the report as JSON (names only, never secrets).")
     var jsonReport = false
+    @Option(help: ArgumentHelp("With --from csv/json/pass: the largest field (a password, a note) in bytes; K or M suffixes (default 1M). An entry over it is invalid.", valueName: "SIZE"))
+    var maxFieldSize: String?
+    @Option(help: ArgumentHelp("With --from csv: the largest record (a CSV line) in bytes; K or M suffixes (default 4M).", valueName: "SIZE"))
+    var maxRecordSize: String?
+    @Option(help: ArgumentHelp("With --from pass: the most one entry may decrypt to, in bytes; K or M suffixes (default 1M). gpg is stopped beyond it.", valueName: "SIZE"))
+    var maxEntrySize: String?
+    @Option(help: ArgumentHelp("With --from json: the largest JSON export, in bytes; K or M suffixes (default 64M).", valueName: "SIZE"))
+    var maxDocumentSize: String?
+    @Flag(help: "With --from pass: import entries that are symbolic links to files outside the store (default: refused as invalid; only for a store you wrote yourself).")
+    var followSymlinksOutsideStore = false
+
+    /// The limits these options give.
+    func limits() throws -> ImportLimits {
+        var limits = ImportLimits()
+        func size(_ text: String?, _ option: String) throws -> Int? {
+            guard let text else { return nil }
+            var digits = Substring(text), scale = 1
+            switch text.last {
+            case "k", "K": scale = 1 << 10; digits = digits.dropLast()
+            case "m", "M": scale = 1 << 20; digits = digits.dropLast()
+            case "g", "G": scale = 1 << 30; digits = digits.dropLast()
+            default: break
+            }
+            guard let value = Int(digits), value > 0, value <= Int.max / scale else {
+                throw UsageFailure(message: "keystone: import: --\(option) takes a size in bytes, such as 1048576, 512K or 4M")
+            }
+            return value * scale
+        }
+        if let value = try size(maxFieldSize, "max-field-size") { limits.maxFieldBytes = value }
+        if let value = try size(maxRecordSize, "max-record-size") { limits.maxRecordBytes = value }
+        if let value = try size(maxEntrySize, "max-entry-size") { limits.maxDecryptedBytes = value }
+        if let value = try size(maxDocumentSize, "max-document-size") { limits.maxDocumentBytes = value }
+        return limits
+    }
 }
 
 enum ImportFrom {
@@ -53,13 +87,31 @@ enum ImportFrom {
         let (kind, argument) = split(from)
         let importOptions = ImportOptions(replace: options.replace, dryRun: options.dryRun, skipInvalid: options.skipInvalid,
                                           keepOriginals: options.keepOriginals)
+        // Lines go out as the import goes (buffered), so a large export never holds its whole report in memory; the
+        // JSON report needs every item, so it keeps them.
+        var output = ReportOutput()
         let report: ImportReport
         do {
-            let batch = try source(kind, argument: argument ?? file, options: options, store: engine).read()
-            report = try keychain.importItems(batch, options: importOptions)
+            let importSource = try source(kind, argument: argument ?? file, options: options, store: engine)
+            if options.jsonReport {
+                report = try keychain.importItems(from: importSource, options: importOptions)
+            } else {
+                report = try keychain.importItems(from: importSource, options: importOptions) { result in
+                    output.add(line(for: result, dryRun: options.dryRun))
+                }
+            }
+        } catch let failure as ImportFailure {
+            // Stopped midway: what was handled is on standard output already; where it stopped and what was not
+            // written go in the error.
+            output.flush()
+            let reason = withUnlockHint(failure.summary, status: failure.status, keychain: path)
+            throw ToolFailure(function: function, status: failure.status,
+                              reason: ([reason] + failure.notWritten.map { "not written: \($0)" }).joined(separator: "\n"))
         } catch let error as KeychainError {
+            output.flush()
             throw ToolFailure(function: function, status: error.status, reason: withUnlockHint(error.reason, status: error.status, keychain: path))
         } catch let error as EngineError {
+            output.flush()
             throw ToolFailure(function: function, status: error.status, reason: withUnlockHint(error.reason, status: error.status, keychain: path))
         }
         if options.jsonReport {
@@ -73,18 +125,37 @@ enum ImportFrom {
             ] as [String: Any])
             return
         }
-        var lines: [String] = []
-        for result in report.results {
-            var line = "\(word(result.action)) \(result.item) (from \(result.origin))"
-            if result.movedOriginal { line += options.dryRun ? " [would move]" : " [moved]" }
-            if !result.notes.isEmpty { line += " [not imported: \(result.notes.joined(separator: ", "))]" }
-            lines.append(line)
-        }
+        // Every name in a report line is escaped by the library (ImportTarget's description, origins, notes, reasons).
         for problem in report.problems {
-            lines.append("skip (\(problem.kind == .invalid ? "invalid" : "unsupported")) \(problem.origin): \(problem.reason)")
+            output.add("skip (\(problem.kind == .invalid ? "invalid" : "unsupported")) \(problem.origin): \(problem.reason)")
         }
-        lines.append(report.summary)
-        writeOut(lines.joined(separator: "\n") + "\n")
+        output.add(report.summary)
+        output.flush()
+    }
+
+    /// Report lines written to standard output in blocks of about 64 KiB.
+    struct ReportOutput {
+        var buffer = ""
+
+        mutating func add(_ line: String) {
+            buffer += line
+            buffer += "\n"
+            if buffer.utf8.count >= 64 << 10 { flush() }
+        }
+
+        mutating func flush() {
+            guard !buffer.isEmpty else { return }
+            writeOut(buffer)
+            buffer = ""
+        }
+    }
+
+    /// One report line: `add genp service="…" account="…" (from …)`, with the move and what was not imported.
+    static func line(for result: ImportResult, dryRun: Bool) -> String {
+        var line = "\(word(result.action)) \(result.item) (from \(result.origin))"
+        if result.movedOriginal { line += dryRun ? " [would move]" : " [moved]" }
+        if !result.notes.isEmpty { line += " [not imported: \(result.notes.joined(separator: ", "))]" }
+        return line
     }
 
     /// The word a report line starts with: `add`, `unchanged`, `skip (exists)`, `replace` (`would …` in a dry run reads the same).
@@ -108,11 +179,13 @@ enum ImportFrom {
         switch kind {
         case "csv", "json":
             guard let argument else { throw UsageFailure(message: "keystone: import: --from \(kind) needs a file: --from \(kind):FILE") }
-            return try ExportFileImportSource(contentsOf: URL(fileURLWithPath: argument), format: kind == "csv" ? .csv : .json)
+            return try ExportFileImportSource(contentsOf: URL(fileURLWithPath: argument), format: kind == "csv" ? .csv : .json,
+                                              limits: try options.limits())
         case "pass":
             var environment = ProcessInfo.processInfo.environment
             if let argument { environment["PASSWORD_STORE_DIR"] = argument }
-            return PassImportSource(environment: environment)
+            return PassImportSource(environment: environment, limits: try options.limits(),
+                                    followsSymlinksOutsideStore: options.followSymlinksOutsideStore)
         case "keychain-swift":
             guard let service = options.service, !service.isEmpty else {
                 throw UsageFailure(message: "keystone: import: keychain-swift items have no service: give the one they should get with --service SERVICE")

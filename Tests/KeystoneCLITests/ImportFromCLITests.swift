@@ -87,5 +87,87 @@ struct ImportFromCLITests {
         let again = try Run.launch(binary, ["import", "--from", "pass", pass.store.path], environment: environment)
         #expect(again.stdout.hasPrefix("unchanged genp service=\"web\" account=\"bob\""))
     }
-}
 
+    @Test("names with terminal escapes and newlines print escaped: one line per entry, no raw control character")
+    func escapedOutput() throws {
+        let box = Sandbox()
+        let file = try write("name,url,username,password\n"
+                             + "\"evil\u{1B}[2J\",,\"bob\n9 added, 0 unchanged, 0 conflicts, 0 replaced, 0 not imported\",pw-1\n"
+                             + "x\u{1B}]0;t\u{07},,y,\n", in: box, name: "evil.csv")
+        let run = try box.run("import", "--from", "csv:" + file, "--dry-run")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(!run.stdout.contains("\u{1B}") && !run.stdout.contains("\u{07}"))
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3)
+        #expect(lines[0].hasPrefix(#"add genp service="evil\033[2J" account="bob\0129 added"#))
+        #expect(lines[1].hasPrefix(#"skip (unsupported) evil.csv line 4: "#))
+        #expect(lines[2].hasPrefix("1 added, 0 unchanged"))
+    }
+
+    @Test("import --from pass: a non-UTF-8 file name is reported escaped; --skip-invalid imports the others",
+          .enabled(if: PassStore.unavailableReason == nil, "\(PassStore.unavailableReason ?? "")"))
+    func passNonUTF8Name() throws {
+        let box = Sandbox()
+        let pass = try PassStore()
+        try pass.insert("good", "g-pass\n")
+        try pass.insert("cafe", "c-pass\n")
+        let to = Array(pass.store.path.utf8) + Array("/caf".utf8) + [0xE9] + Array(".gpg".utf8)
+        #expect(rename(pass.store.appendingPathComponent("cafe.gpg").path, to.map { CChar(bitPattern: $0) } + [0]) == 0)
+        var environment = box.environment
+        environment.merge(pass.environment.filter { ["GNUPGHOME", "PASSWORD_STORE_DIR"].contains($0.key) }) { $1 }
+        let binary = try #require(Sandbox.binary)
+        let refused = try Run.launch(binary, ["import", "--from", "pass"], environment: environment)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains(#"pass entry caf\351"#) && refused.stderr.contains("not UTF-8"))
+        let run = try Run.launch(binary, ["import", "--from", "pass", "--skip-invalid"], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains(#"add genp service="good" account="good" (from pass entry good)"#))
+        #expect(run.stdout.contains(#"skip (invalid) pass entry caf\351: "#))
+        #expect(!run.stdout.contains("pass-") && !run.stderr.contains("-pass"))
+    }
+
+    /// Why a tmpfs cannot be mounted here (not root, no permission in this container), or nil.
+    static let tmpfsUnavailable: String? = {
+        guard getuid() == 0 else { return "mounting a tmpfs needs root" }
+        let probe = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-tmpfs-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: probe, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: probe) }
+        guard let mount = try? Run.launch("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe.path]), mount.status == 0 else {
+            return "cannot mount a tmpfs here"
+        }
+        _ = try? Run.launch("/bin/umount", [probe.path])
+        return nil
+    }()
+
+    @Test("a full disk (a real 384 KiB tmpfs) midway: the written entries and the others are listed; a rerun completes the import",
+          .enabled(if: tmpfsUnavailable == nil, "\(tmpfsUnavailable ?? "")"))
+    func fullDisk() throws {
+        let box = Sandbox()
+        let data = box.root.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        let mount = try Run.launch("/bin/mount", ["-t", "tmpfs", "-o", "size=384k", "tmpfs", data.path])
+        try #require(mount.status == 0, "\(mount.stderr)")
+        defer { _ = try? Run.launch("/bin/umount", ["-l", data.path]) }
+        var text = Self.header
+        let count = 40
+        for index in 1...count { text += "genp,svc,user\(index),,,,,,,\(String(repeating: "s", count: 16_384))\(index)\n" }
+        let file = try write(text, in: box, name: "many.csv")
+        let first = try box.run("import", "--from", "csv:" + file)
+        #expect(first.status != 0)
+        let written = first.stdout.split(separator: "\n").filter { $0.hasPrefix("add genp") }
+        #expect(written.count > 0 && written.count < count, "\(first.stdout)\n\(first.stderr)")
+        #expect(first.stderr.contains("not written"))
+        let notWritten = first.stderr.split(separator: "\n").filter { $0.hasPrefix("not written: genp service=\"svc\"") }
+        #expect(written.count + notWritten.count == count, "\(first.stderr)")
+        #expect(first.stderr.contains("run the same import again"))
+        #expect(!first.stdout.contains("ssssssss") && !first.stderr.contains("ssssssss"))
+        // Every entry listed as written is there.
+        #expect(try box.run("find-generic-password", "-s", "svc", "-a", "user\(written.count)").status == 0)
+        #expect(try box.run("find-generic-password", "-s", "svc", "-a", "user\(written.count + 1)").status == 44)
+        // More room, the same import: the written ones are unchanged, the rest added.
+        #expect(try Run.launch("/bin/mount", ["-o", "remount,size=16m", data.path]).status == 0)
+        let rerun = try box.run("import", "--from", "csv:" + file)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        #expect(rerun.stdout.contains("\(count - written.count) added, \(written.count) unchanged"))
+    }
+}

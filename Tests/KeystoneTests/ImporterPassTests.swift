@@ -46,6 +46,59 @@ struct ImporterPassTests {
         #expect(report.problems.map(\.origin) == ["pass entry broken"])
     }
 
+    @Test("an entry that is a symbolic link to a file outside the store is refused and reported; the others import")
+    func symlinkOutsideStore() throws {
+        let pass = try PassStore()
+        try pass.insert("good", "g\n")
+        // A secret encrypted to the same key, outside the store, reached through a link the store's author planted.
+        try pass.insert("elsewhere-secret", "outside\n")
+        let outside = pass.root.appendingPathComponent("elsewhere")
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        try FileManager.default.moveItem(at: pass.store.appendingPathComponent("elsewhere-secret.gpg"), to: outside.appendingPathComponent("secret.gpg"))
+        try FileManager.default.createSymbolicLink(atPath: pass.store.appendingPathComponent("bank.gpg").path, withDestinationPath: "../elsewhere/secret.gpg")
+        let keychain = Keychain(store: InMemoryKeychain())
+        let source = PassImportSource(environment: pass.environment)
+        let error = try #require(throws: KeychainError.self) { try keychain.importItems(from: source) }
+        #expect(error.reason.contains("pass entry bank") && error.reason.contains("outside the store"))
+        let report = try keychain.importItems(from: source, options: ImportOptions(skipInvalid: true))
+        #expect(report.results.map(\.origin) == ["pass entry good"])
+        #expect(report.problems.map(\.origin) == ["pass entry bank"])
+        #expect(try keychain.exists(GenericPassword(service: "bank", account: "bank")) == false)
+    }
+
+    @Test("a file name that is not UTF-8 is reported for that entry (escaped) and skipped with skipInvalid; the others import")
+    func nonUTF8Name() throws {
+        let pass = try PassStore()
+        try pass.insert("good", "g\n")
+        try pass.insert("cafe", "c\n")
+        // Rename cafe.gpg to "caf\xE9.gpg" (Latin-1), a name no String can hold.
+        let from = pass.store.appendingPathComponent("cafe.gpg").path
+        let to = Array(pass.store.path.utf8) + Array("/caf".utf8) + [0xE9] + Array(".gpg".utf8)
+        #expect(rename(from, to.map { CChar(bitPattern: $0) } + [0]) == 0)
+        let keychain = Keychain(store: InMemoryKeychain())
+        let source = PassImportSource(environment: pass.environment)
+        let error = try #require(throws: KeychainError.self) { try keychain.importItems(from: source) }
+        #expect(error == .invalidItem && error.reason.contains(#"pass entry caf\351"#) && error.reason.contains("not UTF-8"))
+        #expect(try keychain.exists(GenericPassword(service: "good", account: "good")) == false)
+        let report = try keychain.importItems(from: source, options: ImportOptions(skipInvalid: true))
+        #expect(report.results.map(\.origin) == ["pass entry good"])
+        #expect(report.problems.map(\.origin) == [#"pass entry caf\351"#])
+        #expect(report.description.contains(#"skip pass entry caf\351: "#))
+    }
+
+    @Test("gpg's output over the size limit fails naming the entry: gpg is stopped, the plaintext never kept")
+    func decryptedOverLimit() throws {
+        let pass = try PassStore()
+        try pass.insert("small", "s\n")
+        // Compresses to a few kilobytes, decrypts to 2 MiB (the default limit is 1 MiB).
+        try pass.insert("bomb", "pw\n" + String(repeating: "x", count: 2 << 20) + "\n")
+        let keychain = Keychain(store: InMemoryKeychain())
+        let error = try #require(throws: KeychainError.self) { try keychain.importItems(from: PassImportSource(environment: pass.environment)) }
+        #expect(error.status == Status.dataTooLarge)
+        #expect(error.reason.contains("pass entry bomb") && !error.reason.contains("xxxx"))
+        #expect(try keychain.exists(GenericPassword(service: "small", account: "small")) == false)
+    }
+
     @Test("PASSWORD_STORE_GPG_OPTS with shell quoting is refused rather than guessed")
     func quotedOptions() throws {
         var environment = ProcessInfo.processInfo.environment

@@ -30,43 +30,80 @@ public struct ExportFileImportSource: ImportSource {
         case json
     }
 
-    /// The file's contents.
-    public var contents: Data
-    /// The file's name, for reports and errors.
+    /// The bytes to read: given, or a file read when the source is read (CSV: incrementally, 64 KiB at a time).
+    enum Input {
+        case data(Data)
+        case file(URL)
+    }
+
+    let input: Input
+    /// The file's name, for reports and errors (shown escaped).
     public var fileName: String
     /// How the contents are encoded.
     public var format: Format
+    /// The size limits on a field, a record and a JSON export (see ``ImportLimits``).
+    public var limits: ImportLimits
 
-    /// Reads the file at `url`; the format is `format`, else the file's extension (`.json` is JSON, anything else CSV).
+    /// A source over the file at `url`, read when the source is read (a CSV file incrementally, keeping one record in
+    /// memory); the format is `format`, else the file's extension (`.json` is JSON, anything else CSV).
     ///
-    /// - Throws: ``KeychainError`` with `errSecIO` (-36) when the file cannot be read.
-    public init(contentsOf url: URL, format: Format? = nil) throws {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            throw KeychainError(status: Status.io, reason: "cannot read \(url.path): check that it exists and is readable")
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) when the file cannot be opened for reading.
+    public init(contentsOf url: URL, format: Format? = nil, limits: ImportLimits = .default) throws {
+        do {
+            try FileHandle(forReadingFrom: url).close()
+        } catch {
+            throw KeychainError(status: Status.io, reason: "cannot read \(ReportText.escaped(url.path)): check that it exists and is readable")
         }
-        self.init(contents: data, fileName: url.lastPathComponent, format: format ?? (url.pathExtension.lowercased() == "json" ? .json : .csv))
+        input = .file(url)
+        fileName = url.lastPathComponent
+        self.format = format ?? (url.pathExtension.lowercased() == "json" ? .json : .csv)
+        self.limits = limits
     }
 
     /// A source over `contents`.
-    public init(contents: Data, fileName: String, format: Format) {
-        self.contents = contents
+    public init(contents: Data, fileName: String, format: Format, limits: ImportLimits = .default) {
+        input = .data(contents)
         self.fileName = fileName
         self.format = format
+        self.limits = limits
     }
 
     public var name: String { format.rawValue }
 
+    /// The file name as reports show it.
+    var shownName: String { ReportText.escaped(fileName) }
+
+    /// CSV streams: ``Keychain/importItems(from:options:)`` reads it twice with one record in memory. JSON is parsed whole.
+    public var streamsEntries: Bool { format == .csv }
+
     /// Parses the file.
     ///
     /// - Throws: ``KeychainError/Code/decodingFailed`` naming the file (and line) when it is not UTF-8, not valid
-    ///   CSV or JSON, has an unknown header or shape, or is an encrypted Bitwarden export.
+    ///   CSV or JSON, has an unknown or ambiguous header (a column named twice) or shape, or is an encrypted Bitwarden
+    ///   export; `errSecDataTooLarge` (-25302) when the CSV header or the JSON export is over the ``limits``;
+    ///   `errSecIO` when the file cannot be read. An entry over the limits is an invalid entry of the batch, with
+    ///   `errSecDataTooLarge` as its ``ImportProblem/status``.
     public func read() throws -> ImportBatch {
-        guard let text = String(data: contents, encoding: .utf8) else {
-            throw KeychainError(code: .decodingFailed, reason: "\(fileName) is not UTF-8 text")
+        var batch = ImportBatch()
+        try forEachEntry { entry in
+            switch entry {
+            case .candidate(let candidate): batch.candidates.append(candidate)
+            case .problem(let problem): batch.problems.append(problem)
+            }
         }
+        return batch
+    }
+
+    /// Visits the entries in file order: a CSV file is read incrementally, one record in memory at a time.
+    ///
+    /// - Throws: as ``read()``.
+    public func forEachEntry(_ body: (ImportEntry) throws -> Void) throws {
         switch format {
-        case .csv: return try readCSV(text)
-        case .json: return try readJSON()
+        case .csv: try forEachCSVEntry(body)
+        case .json:
+            let batch = try readJSON()
+            for candidate in batch.candidates { try body(.candidate(candidate)) }
+            for problem in batch.problems { try body(.problem(problem)) }
         }
     }
 
@@ -85,30 +122,69 @@ public struct ExportFileImportSource: ImportSource {
         }
     }
 
-    func readCSV(_ text: String) throws -> ImportBatch {
-        let records = try CSV.parse(text, file: fileName)
-        guard let header = records.first else { return ImportBatch() }
-        let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        // Most specific first: Keystone's and Bitwarden's headers also hold name/url-like columns.
-        guard let layout = [Layout.keystone, .bitwarden, .firefox, .chrome].first(where: { $0.required.allSatisfy(names.contains) }) else {
-            throw KeychainError(code: .decodingFailed, reason: "\(fileName) line 1: unknown header (\(names.joined(separator: ","))); expected the CSV export of Chrome/Edge, Firefox, Bitwarden or Keystone (class,service,account,server,protocol,port,path,label,comment,password)")
-        }
-        var batch = ImportBatch()
-        for record in records.dropFirst() {
-            let origin = "\(fileName) line \(record.line)"
-            guard record.fields.count == names.count else {
-                batch.problems.append(ImportProblem(.invalid, origin: origin, reason: "\(record.fields.count) fields where the header has \(names.count)"))
-                continue
+    /// Runs `body` with a CSV reader over the input (the file opened for the duration).
+    func withCSVReader<T>(_ body: (inout CSV.Reader) throws -> T) throws -> T {
+        switch input {
+        case .data(let data):
+            var reader = CSV.Reader(data: data, file: shownName, limits: limits)
+            return try body(&reader)
+        case .file(let url):
+            let handle: FileHandle
+            do {
+                handle = try FileHandle(forReadingFrom: url)
+            } catch {
+                throw KeychainError(status: Status.io, reason: "cannot read \(ReportText.escaped(url.path)): check that it exists and is readable")
             }
-            var row: [String: String] = [:]
-            for (name, value) in zip(names, record.fields) { row[name] = value }
-            switch entry(row, layout: layout, origin: origin) {
-            case .success(let candidate?): batch.candidates.append(candidate)
-            case .success(nil): break
-            case .failure(let problem): batch.problems.append(problem)
+            defer { try? handle.close() }
+            var reader = CSV.Reader(handle: handle, file: shownName, limits: limits)
+            return try body(&reader)
+        }
+    }
+
+    func forEachCSVEntry(_ body: (ImportEntry) throws -> Void) throws {
+        try withCSVReader { reader in
+            guard let header = try reader.next() else { return }
+            if header.oversized != nil {
+                throw KeychainError(status: Status.dataTooLarge, reason: "\(shownName) line 1: the header is over the limits (\(ImportLimits.size(limits.maxFieldBytes)) a field, \(ImportLimits.size(limits.maxRecordBytes)) a line, \(CSV.maxFields) fields): not a password export")
+            }
+            let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            // Decision: a column named twice is ambiguous (which one holds the password?): the file is refused rather
+            // than letting the last one win. Unnamed columns are ignored, so several may be empty.
+            var counted: Set<String> = []
+            for name in names where !name.isEmpty && !counted.insert(name).inserted {
+                throw KeychainError(code: .decodingFailed, reason: "\(shownName) line 1: the column \(ReportText.quoted(name)) appears twice: the header is ambiguous. Remove or rename one of them")
+            }
+            // Most specific first: Keystone's and Bitwarden's headers also hold name/url-like columns.
+            guard let layout = [Layout.keystone, .bitwarden, .firefox, .chrome].first(where: { $0.required.allSatisfy(names.contains) }) else {
+                throw KeychainError(code: .decodingFailed, reason: "\(shownName) line 1: unknown header (\(ReportText.escaped(names.joined(separator: ",")))); expected the CSV export of Chrome/Edge, Firefox, Bitwarden or Keystone (class,service,account,server,protocol,port,path,label,comment,password)")
+            }
+            while let record = try reader.next() {
+                let origin = "\(shownName) line \(record.line)"
+                if let oversize = record.oversized {
+                    let reason: String
+                    switch oversize {
+                    case .field(let index):
+                        let column = index < names.count && !names[index].isEmpty ? "the \(ReportText.quoted(names[index])) field" : "field \(index + 1)"
+                        reason = "\(column) is over the \(ImportLimits.size(limits.maxFieldBytes)) limit for a field (ImportLimits.maxFieldBytes, --max-field-size); its value is not shown"
+                    case .record:
+                        reason = "the record is over the \(ImportLimits.size(limits.maxRecordBytes)) limit for a record or has more than \(CSV.maxFields) fields (ImportLimits.maxRecordBytes, --max-record-size)"
+                    }
+                    try body(.problem(ImportProblem(.invalid, origin: origin, reason: reason, status: Status.dataTooLarge)))
+                    continue
+                }
+                guard record.fields.count == names.count else {
+                    try body(.problem(ImportProblem(.invalid, origin: origin, reason: "\(record.fields.count) fields where the header has \(names.count)")))
+                    continue
+                }
+                var row: [String: String] = [:]
+                for (name, value) in zip(names, record.fields) where !name.isEmpty { row[name] = value }
+                switch entry(row, layout: layout, origin: origin) {
+                case .success(let candidate?): try body(.candidate(candidate))
+                case .success(nil): break
+                case .failure(let problem): try body(.problem(problem))
+                }
             }
         }
-        return batch
     }
 
     /// One row as a candidate; nil for a row to ignore silently (none so far); a problem otherwise.
@@ -125,7 +201,7 @@ public struct ExportFileImportSource: ImportSource {
                             realm: value("httprealm").nilIfEmpty, label: nil, notes: notes, origin: origin)
         case .bitwarden:
             guard value("type").lowercased() == "login" else {
-                return .failure(ImportProblem(.unsupported, origin: origin, reason: "a Bitwarden \(value("type").isEmpty ? "entry without a type" : "'\(value("type"))' entry"): only logins are imported"))
+                return .failure(ImportProblem(.unsupported, origin: origin, reason: "a Bitwarden \(value("type").isEmpty ? "entry without a type" : "'\(ReportText.escaped(value("type")))' entry"): only logins are imported"))
             }
             if !value("notes").isEmpty { notes.append("a note") }
             if !value("fields").isEmpty { notes.append("custom fields") }
@@ -181,7 +257,7 @@ public struct ExportFileImportSource: ImportSource {
         var accessibilityValue: Accessibility?
         if !accessibility.isEmpty {
             guard let value = Accessibility(rawValue: accessibility) ?? Accessibility.named(accessibility) else {
-                return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown accessibility '\(accessibility)'"))
+                return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown accessibility '\(ReportText.escaped(accessibility))'"))
             }
             accessibilityValue = value
         }
@@ -200,21 +276,21 @@ public struct ExportFileImportSource: ImportSource {
                 var ptcl: InternetProtocol?
                 if !protocolName.isEmpty {
                     guard let value = InternetProtocol(rawValue: protocolName) ?? InternetProtocol(scheme: protocolName) else {
-                        return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown protocol '\(protocolName)'"))
+                        return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown protocol '\(ReportText.escaped(protocolName))'"))
                     }
                     ptcl = value
                 }
                 var portValue: Int?
                 if !port.isEmpty {
                     guard let value = Int(port), (0...65535).contains(value) else {
-                        return .failure(ImportProblem(.invalid, origin: origin, reason: "the port '\(port)' is not in 0...65535"))
+                        return .failure(ImportProblem(.invalid, origin: origin, reason: "the port '\(ReportText.escaped(port))' is not in 0...65535"))
                     }
                     portValue = value == 0 ? nil : value
                 }
                 var authType: AuthenticationType?
                 if !authenticationType.isEmpty {
                     guard let value = AuthenticationType(rawValue: authenticationType) else {
-                        return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown authentication type '\(authenticationType)'"))
+                        return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown authentication type '\(ReportText.escaped(authenticationType))'"))
                     }
                     authType = value
                 }
@@ -222,7 +298,7 @@ public struct ExportFileImportSource: ImportSource {
                                                       port: portValue, path: path.nilIfEmpty, securityDomain: securityDomain.nilIfEmpty,
                                                       accessGroup: accessGroup.nilIfEmpty))
             default:
-                return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown class '\(itemClass)': use genp or inet"))
+                return .failure(ImportProblem(.invalid, origin: origin, reason: "unknown class '\(ReportText.escaped(itemClass))': use genp or inet"))
             }
         } catch {
             return .failure(ImportProblem(.invalid, origin: origin, reason: KeychainError(converting: error).reason))
@@ -233,13 +309,60 @@ public struct ExportFileImportSource: ImportSource {
 
     // MARK: - JSON
 
+    /// The JSON export's bytes, refused over ``ImportLimits/maxDocumentBytes`` (JSON is parsed whole).
+    func jsonDocument() throws -> Data {
+        let tooLarge = KeychainError(status: Status.dataTooLarge, reason: "\(shownName) is over the \(ImportLimits.size(limits.maxDocumentBytes)) limit for a JSON export (ImportLimits.maxDocumentBytes)")
+        switch input {
+        case .data(let data):
+            guard data.count <= limits.maxDocumentBytes else { throw tooLarge }
+            return data
+        case .file(let url):
+            do {
+                let handle = try FileHandle(forReadingFrom: url)
+                defer { try? handle.close() }
+                let data = try handle.read(upToCount: limits.maxDocumentBytes + 1) ?? Data()
+                guard data.count <= limits.maxDocumentBytes else { throw tooLarge }
+                return data
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw KeychainError(status: Status.io, reason: "cannot read \(ReportText.escaped(url.path)): check that it exists and is readable")
+            }
+        }
+    }
+
+    /// The first string in `value` (an item, recursively) over ``ImportLimits/maxFieldBytes``: its key.
+    func oversizedKey(in value: Any, key: String = "") -> String? {
+        switch value {
+        case let text as String: return text.utf8.count > limits.maxFieldBytes ? key : nil
+        case let object as [String: Any]:
+            for (name, element) in object.sorted(by: { $0.key < $1.key }) {
+                if let found = oversizedKey(in: element, key: name) { return found }
+            }
+        case let array as [Any]:
+            for element in array {
+                if let found = oversizedKey(in: element, key: key) { return found }
+            }
+        default: break
+        }
+        return nil
+    }
+
+    /// The problem of a JSON item with a value over the field limit, or nil.
+    func oversizedItem(_ item: Any, origin: String) -> ImportProblem? {
+        guard let key = oversizedKey(in: item) else { return nil }
+        return ImportProblem(.invalid, origin: origin, reason: "the \(ReportText.quoted(key)) value is over the \(ImportLimits.size(limits.maxFieldBytes)) limit for a field (ImportLimits.maxFieldBytes, --max-field-size); its value is not shown",
+                             status: Status.dataTooLarge)
+    }
+
     func readJSON() throws -> ImportBatch {
         let object: Any
+        let document = try jsonDocument()
         do {
-            object = try JSONSerialization.jsonObject(with: contents)
+            object = try JSONSerialization.jsonObject(with: document)
         } catch {
             // JSONSerialization's message names a character offset only, never the content.
-            throw KeychainError(code: .decodingFailed, reason: "\(fileName) is not valid JSON")
+            throw KeychainError(code: .decodingFailed, reason: "\(shownName) is not valid JSON")
         }
         if let root = object as? [String: Any], root["format"] as? String == "keystone-export" {
             return try readKeystoneJSON(root)
@@ -247,18 +370,22 @@ public struct ExportFileImportSource: ImportSource {
         if let root = object as? [String: Any], root["items"] is [Any], root["encrypted"] != nil || root["folders"] != nil {
             return try readBitwardenJSON(root)
         }
-        throw KeychainError(code: .decodingFailed, reason: "\(fileName): unknown JSON export; expected Bitwarden's unencrypted export or Keystone's (\"format\": \"keystone-export\")")
+        throw KeychainError(code: .decodingFailed, reason: "\(shownName): unknown JSON export; expected Bitwarden's unencrypted export or Keystone's (\"format\": \"keystone-export\")")
     }
 
     func readBitwardenJSON(_ root: [String: Any]) throws -> ImportBatch {
         if root["encrypted"] as? Bool == true {
-            throw KeychainError(code: .decodingFailed, reason: "\(fileName) is an encrypted Bitwarden export: export again as unencrypted JSON (File > Export vault > .json), import it, then delete it")
+            throw KeychainError(code: .decodingFailed, reason: "\(shownName) is an encrypted Bitwarden export: export again as unencrypted JSON (File > Export vault > .json), import it, then delete it")
         }
         var batch = ImportBatch()
         for (index, element) in ((root["items"] as? [Any]) ?? []).enumerated() {
             let item = element as? [String: Any] ?? [:]
             let name = item["name"] as? String ?? ""
-            let origin = "\(fileName) item \(index + 1)" + (name.isEmpty ? "" : " (\"\(name)\")")
+            let origin = "\(shownName) item \(index + 1)" + (name.isEmpty ? "" : " (\(ReportText.quoted(name)))")
+            if let problem = oversizedItem(item, origin: origin) {
+                batch.problems.append(problem)
+                continue
+            }
             guard (item["type"] as? Int) == 1, let login = item["login"] as? [String: Any] else {
                 batch.problems.append(ImportProblem(.unsupported, origin: origin, reason: "not a login (a note, card or identity): only logins are imported"))
                 continue
@@ -280,13 +407,17 @@ public struct ExportFileImportSource: ImportSource {
 
     func readKeystoneJSON(_ root: [String: Any]) throws -> ImportBatch {
         guard (root["version"] as? Int) == 1 else {
-            throw KeychainError(code: .decodingFailed, reason: "\(fileName): unsupported keystone-export version (this Keystone reads version 1)")
+            throw KeychainError(code: .decodingFailed, reason: "\(shownName): unsupported keystone-export version (this Keystone reads version 1)")
         }
         var batch = ImportBatch()
         for (index, element) in ((root["items"] as? [Any]) ?? []).enumerated() {
-            let origin = "\(fileName) item \(index + 1)"
+            let origin = "\(shownName) item \(index + 1)"
             guard let item = element as? [String: Any] else {
                 batch.problems.append(ImportProblem(.invalid, origin: origin, reason: "not an object"))
+                continue
+            }
+            if let problem = oversizedItem(item, origin: origin) {
+                batch.problems.append(problem)
                 continue
             }
             func text(_ key: String) -> String {

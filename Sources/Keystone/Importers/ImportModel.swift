@@ -36,8 +36,24 @@ public enum ImportTarget: Sendable, Hashable, CustomStringConvertible {
     /// The account.
     public var account: String { keychainItem.account }
 
-    /// The item's description: names only, never a secret.
-    public var description: String { keychainItem.description }
+    /// The item's description, `genp service="…" account="…"` as the item's own description but with every name
+    /// escaped (``ReportText``): names only, never a secret.
+    public var description: String {
+        switch self {
+        case .generic(let item):
+            return "genp service=\(ReportText.quoted(item.service)) account=\(ReportText.quoted(item.account))"
+                + (item.accessGroup.map { " group=\(ReportText.quoted($0))" } ?? "")
+        case .internet(let item):
+            var parts = ["inet server=\(ReportText.quoted(item.server)) account=\(ReportText.quoted(item.account))"]
+            if let p = item.protocol { parts.append("protocol=\(p)") }
+            if let a = item.authenticationType { parts.append("authenticationType=\(a)") }
+            if let port = item.port { parts.append("port=\(port)") }
+            if let path = item.path { parts.append("path=\(ReportText.quoted(path))") }
+            if let domain = item.securityDomain { parts.append("securityDomain=\(ReportText.quoted(domain))") }
+            if let group = item.accessGroup { parts.append("group=\(ReportText.quoted(group))") }
+            return parts.joined(separator: " ")
+        }
+    }
 }
 
 /// One secret an importer found: the typed item it becomes, its secret, and what is known about it.
@@ -57,9 +73,10 @@ public struct ImportCandidate: Sendable, CustomStringConvertible {
     /// Whether the source item synchronized, when known; nil takes the target keychain's ``ItemOptions/synchronizable``.
     public var synchronizable: Bool?
     /// Where the candidate came from, for reports and errors: `"passwords.csv line 4"`, `"pass entry web/github"`,
-    /// `"keychain-swift key token"`. Never a secret.
+    /// `"keychain-swift key \"token\""`. Display text: the names in it are escaped (``ReportText``). Never a secret.
     public var origin: String
-    /// Things about the source entry that were not imported (a note, extra lines, a TOTP seed), by name only.
+    /// Things about the source entry that were not imported (a note, extra lines, a TOTP seed), by name only
+    /// (display text, escaped).
     public var notes: [String]
     /// The legacy item the candidate was read from, when the import MOVES it (the other libraries' layouts): the
     /// exact SecItem query that identifies it. After the target holds the same secret, the legacy item is deleted
@@ -101,16 +118,20 @@ public struct ImportProblem: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// Invalid or unsupported.
     public var kind: Kind
-    /// Which entry: file and line, pass entry, library key. Never a secret.
+    /// Which entry: file and line, pass entry, library key. Display text, names escaped (``ReportText``). Never a secret.
     public var origin: String
-    /// What is wrong, and what to do. Never a secret.
+    /// What is wrong, and what to do. Display text, names and values escaped. Never a secret.
     public var reason: String
+    /// The keychain status the problem stands for, when it is more than a malformed entry: `errSecDataTooLarge`
+    /// (-25302) for an entry over one of the ``ImportLimits``. An import that aborts on this entry throws it.
+    public var status: Int32?
 
     /// Describes a problem.
-    public init(_ kind: Kind, origin: String, reason: String) {
+    public init(_ kind: Kind, origin: String, reason: String, status: Int32? = nil) {
         self.kind = kind
         self.origin = origin
         self.reason = reason
+        self.status = status
     }
 
     /// `origin: reason`.
@@ -131,10 +152,22 @@ public struct ImportBatch: Sendable {
     }
 }
 
+/// One entry of a source, as ``ImportSource/forEachEntry(_:)`` visits it: a candidate, or a problem.
+public enum ImportEntry: Sendable {
+    /// An entry that becomes an item.
+    case candidate(ImportCandidate)
+    /// An entry that does not.
+    case problem(ImportProblem)
+}
+
 /// A place secrets are imported from: a file export, a password store, another library's keychain layout.
 ///
 /// ``read()`` only reads: it never changes the source. Moving (deleting a legacy item after the copy) is done by
 /// ``Keychain/importItems(from:options:)`` through ``ImportCandidate/legacyItem``.
+///
+/// A source that can read its entries one at a time, again and again (a file), implements ``forEachEntry(_:)`` and
+/// sets ``streamsEntries``: ``Keychain/importItems(from:options:)`` then reads it twice (validate, then apply), keeping
+/// one entry in memory instead of all of them and their secrets.
 public protocol ImportSource {
     /// A short name for reports (`"csv"`, `"pass"`, `"keychain-swift"`).
     var name: String { get }
@@ -145,6 +178,22 @@ public protocol ImportSource {
     ///   (`errSecInteractionNotAllowed` when it is locked). Problems with single entries are returned in
     ///   ``ImportBatch/problems`` instead.
     func read() throws -> ImportBatch
+    /// Whether ``forEachEntry(_:)`` reads the source anew at each call, one entry at a time. Default false.
+    var streamsEntries: Bool { get }
+    /// Visits every entry in source order. The default visits what ``read()`` returns.
+    ///
+    /// - Throws: what ``read()`` throws, and what `body` throws.
+    func forEachEntry(_ body: (ImportEntry) throws -> Void) throws
+}
+
+extension ImportSource {
+    public var streamsEntries: Bool { false }
+
+    public func forEachEntry(_ body: (ImportEntry) throws -> Void) throws {
+        let batch = try read()
+        for candidate in batch.candidates { try body(.candidate(candidate)) }
+        for problem in batch.problems { try body(.problem(problem)) }
+    }
 }
 
 // MARK: - Applying
@@ -203,15 +252,18 @@ public struct ImportResult: Sendable, Hashable, CustomStringConvertible {
 
 /// The outcome of an import: one result per candidate, and the entries not imported.
 public struct ImportReport: Sendable, CustomStringConvertible {
-    /// One per candidate, in source order.
+    /// One per candidate, in source order; empty when the results were handed to a callback instead
+    /// (``Keychain/importItems(from:options:forEachResult:)``).
     public var results: [ImportResult]
     /// The entries not imported (invalid ones only when ``ImportOptions/skipInvalid`` was set).
     public var problems: [ImportProblem]
     /// Whether nothing was written.
     public var dryRun: Bool
+    /// How many results were handed to a callback instead of kept, per action.
+    var handedOver: [ImportAction: Int] = [:]
 
-    /// How many results have `action`.
-    public func count(_ action: ImportAction) -> Int { results.filter { $0.action == action }.count }
+    /// How many results have `action` (kept or handed to a callback).
+    public func count(_ action: ImportAction) -> Int { results.filter { $0.action == action }.count + handedOver[action, default: 0] }
 
     /// `3 added, 1 unchanged, 1 conflict, 0 replaced, 2 not imported` (with `(dry run)` when nothing was written).
     public var summary: String {
@@ -223,141 +275,5 @@ public struct ImportReport: Sendable, CustomStringConvertible {
     /// One line per result and problem, then the summary. Never a secret.
     public var description: String {
         (results.map(\.description) + problems.map { "skip \($0)" } + [summary]).joined(separator: "\n")
-    }
-}
-
-extension Keychain {
-    /// Imports every entry of `source` into this keychain: adds new items, leaves existing ones untouched unless
-    /// ``ImportOptions/replace`` is set, and moves legacy items (deleting each only once the target reads back the
-    /// same secret).
-    ///
-    /// Everything is validated first: an invalid entry aborts before anything is written, unless
-    /// ``ImportOptions/skipInvalid`` is set. Then each candidate is planned (`add`, `unchanged`, `conflict`,
-    /// `replace`) by reading the existing item's attributes and, when it exists, its secret (compared in memory,
-    /// never shown). An existing item with an access control is not read (that would prompt): it is a conflict, or
-    /// replaced with ``ImportOptions/replace``. With ``ImportOptions/dryRun`` the plan is returned and nothing changes.
-    ///
-    /// ```swift
-    /// let source = try CSVImportSource(contentsOf: url)
-    /// let report = try keychain.importItems(from: source, options: ImportOptions(dryRun: true))
-    /// print(report)   // one line per item, names only
-    /// ```
-    ///
-    /// - Returns: one result per candidate and the entries not imported.
-    /// - Throws: ``KeychainError/Code/invalidItem`` naming the first invalid entry (and how many there are) when
-    ///   ``ImportOptions/skipInvalid`` is not set: nothing was written. Else what `source.read()` throws, and keychain
-    ///   statuses: `errSecInteractionNotAllowed` (locked: the existing item is never taken as absent; items written
-    ///   before it stay, and a rerun finishes the job).
-    /// - Important: The source's secrets stay in memory for the import's duration. Reports, errors and
-    ///   descriptions name items only.
-    public func importItems(from source: some ImportSource, options: ImportOptions = ImportOptions()) throws -> ImportReport {
-        try importItems(try source.read(), options: options)
-    }
-
-    /// Imports the candidates of `batch`: see ``importItems(from:options:)``.
-    ///
-    /// - Throws: as ``importItems(from:options:)``.
-    public func importItems(_ batch: ImportBatch, options: ImportOptions = ImportOptions()) throws -> ImportReport {
-        var problems = batch.problems
-        // Decision: two candidates for the same target item in one source are ambiguous (which secret wins?): the
-        // later one is invalid, naming the earlier.
-        var seen: [ImportTarget: String] = [:]
-        var candidates: [ImportCandidate] = []
-        for candidate in batch.candidates {
-            if let first = seen[candidate.item] {
-                problems.append(ImportProblem(.invalid, origin: candidate.origin, reason: "the same item as \(first) (\(candidate.item))"))
-                continue
-            }
-            seen[candidate.item] = candidate.origin
-            candidates.append(candidate)
-        }
-        let invalid = problems.filter { $0.kind == .invalid }
-        if let first = invalid.first, !options.skipInvalid {
-            throw KeychainError(code: .invalidItem, reason: "\(invalid.count) invalid entr\(invalid.count == 1 ? "y" : "ies"), nothing was imported; "
-                                + "the first: \(first). Fix the source, or skip invalid entries")
-        }
-
-        var results: [ImportResult] = []
-        for candidate in candidates {
-            let target = targetKeychain(for: candidate)
-            let action = try target.plannedAction(for: candidate, replace: options.replace)
-            var moved = false
-            if !options.dryRun {
-                try target.write(candidate, action: action)
-            }
-            if let legacy = candidate.legacyItem, !options.keepOriginals, action != .conflict,
-               !Self.isSameItem(legacy, as: candidate, in: target) {
-                // A move: delete the legacy item only once the target holds the same secret (never zero copies).
-                if !options.dryRun {
-                    guard try target.secret(of: candidate.item) == candidate.secret else {
-                        throw KeychainError(code: .unexpectedResult, reason: "\(candidate.item) did not read back equal after the import; the legacy item (\(candidate.origin)) was kept")
-                    }
-                    _ = try reportsExistence { try store.delete(legacy) }
-                }
-                moved = true
-            }
-            results.append(ImportResult(item: candidate.item, action: action, origin: candidate.origin, movedOriginal: moved, notes: candidate.notes))
-        }
-        return ImportReport(results: results, problems: options.skipInvalid ? problems : problems.filter { $0.kind != .invalid }, dryRun: options.dryRun)
-    }
-
-    /// This keychain with the candidate's accessibility, synchronizable, label and comment where it has them.
-    func targetKeychain(for candidate: ImportCandidate) -> Keychain {
-        var target = self
-        if let accessibility = candidate.accessibility { target.options.accessibility = accessibility }
-        if let synchronizable = candidate.synchronizable { target.options.synchronizable = synchronizable }
-        if let label = candidate.label { target.options.label = label }
-        if let comment = candidate.comment { target.options.comment = comment }
-        // The item names its own access group (or none: the keychain's default).
-        return target
-    }
-
-    /// add / unchanged / conflict / replace for `candidate`, reading the existing item without prompting.
-    func plannedAction(for candidate: ImportCandidate, replace: Bool) throws -> ImportAction {
-        // A locked keychain throws here (errSecInteractionNotAllowed): never taken as "absent".
-        guard let existing = try attributes(of: candidate.item) else { return .add }
-        // Decision: an access-controlled item is never read to compare (that would show a prompt per item): it
-        // counts as different.
-        if !existing.hasAccessControl, let secret = try secret(of: candidate.item), Self.equal(secret, candidate.secret) {
-            return .unchanged
-        }
-        return replace ? .replace : .conflict
-    }
-
-    /// Writes `candidate` as `action` says: add (a plain add: an item that appeared meanwhile is a duplicate error,
-    /// never overwritten), or update in place.
-    func write(_ candidate: ImportCandidate, action: ImportAction) throws {
-        let (add, query, changes) = saveQueries(candidate.secret, for: candidate.item.keychainItem, options)
-        switch action {
-        case .add: try run { _ = try store.add(add) }
-        case .replace: try run { try store.update(query, with: changes) }
-        case .unchanged, .conflict: break
-        }
-    }
-
-    func attributes(of item: ImportTarget) throws -> ItemAttributes? { try attributes(for: item.keychainItem) }
-
-    func secret(of item: ImportTarget) throws -> Data? { try data(for: item.keychainItem) }
-
-    /// Whether the legacy item is the target item itself (same class and primary key): then there is nothing to
-    /// move, and deleting it would delete the import.
-    static func isSameItem(_ legacy: KeychainQuery, as candidate: ImportCandidate, in target: Keychain) -> Bool {
-        let identity = target.identity(of: candidate.item.keychainItem, target.options)
-        guard legacy[Key.class]?.stringValue == identity[Key.class]?.stringValue else { return false }
-        let keys = [Key.service, Key.account, Key.server, Key.protocol, Key.authenticationType, Key.path, Key.securityDomain]
-        for key in keys where (legacy[key]?.textValue ?? "") != (identity[key]?.textValue ?? "") { return false }
-        if candidate.item.itemClass == .internetPassword, (legacy[Key.port]?.integerValue ?? 0) != (identity[Key.port]?.integerValue ?? 0) { return false }
-        // An access group missing on either side may be the keychain's default group: counted as the same (keeping a
-        // legacy item is safe, deleting the target is not).
-        if let a = legacy[Key.accessGroup]?.stringValue, let b = identity[Key.accessGroup]?.stringValue, a != b { return false }
-        return (legacy[Key.synchronizable]?.boolValue ?? false) == (identity[Key.synchronizable]?.boolValue ?? false)
-    }
-
-    /// Compares two secrets without an early exit on the first differing byte.
-    static func equal(_ a: Data, _ b: Data) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for (x, y) in zip(a, b) { difference |= x ^ y }
-        return difference == 0
     }
 }

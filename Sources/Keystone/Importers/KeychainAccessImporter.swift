@@ -53,7 +53,7 @@ public struct KeychainAccessImportSource: ImportSource {
             // An empty service: the engine stores a missing service as empty, so list them all and keep the empty ones.
             if !service.isEmpty { filter[Key.service] = .string(service) }
             for legacy in try LegacyKeychainItems.list(in: store, itemClass: .genericPassword, filter: filter) where (legacy.service ?? "") == service {
-                let origin = "KeychainAccess service \"\(service)\" key \"\(legacy.account)\""
+                let origin = "KeychainAccess service \(ReportText.quoted(service)) key \(ReportText.quoted(legacy.account))"
                 LegacyKeychainItems.candidate(legacy, as: LegacyKeychainItems.generic(service: targetService ?? service, account: legacy.account,
                                                                                       accessGroup: legacy.accessGroup, origin: origin),
                                               origin: origin, into: &batch)
@@ -63,7 +63,7 @@ public struct KeychainAccessImportSource: ImportSource {
             filter[Key.protocol] = .string(ptcl.rawValue)
             filter[Key.authenticationType] = .string(authenticationType.rawValue)
             for legacy in try LegacyKeychainItems.list(in: store, itemClass: .internetPassword, filter: filter) {
-                let origin = "KeychainAccess server \"\(server)\" key \"\(legacy.account)\""
+                let origin = "KeychainAccess server \(ReportText.quoted(server)) key \(ReportText.quoted(legacy.account))"
                 let port = legacy.attributes[Key.port]?.integerValue.flatMap { $0 == 0 ? nil : Int($0) }
                 let path = legacy.attributes[Key.path]?.textValue.flatMap { $0.isEmpty ? nil : $0 }
                 let item: Result<ImportTarget, ImportProblem>

@@ -50,7 +50,7 @@ public struct KeychainSwiftImportSource: ImportSource {
         for legacy in try LegacyKeychainItems.list(in: store, itemClass: .genericPassword, filter: filter)
         where (legacy.service ?? "").isEmpty && legacy.account.hasPrefix(keyPrefix) {
             let key = String(legacy.account.dropFirst(keyPrefix.count))
-            let origin = "keychain-swift key \"\(key)\""
+            let origin = "keychain-swift key \(ReportText.quoted(key))"
             LegacyKeychainItems.candidate(legacy, as: LegacyKeychainItems.generic(service: targetService, account: key, accessGroup: legacy.accessGroup, origin: origin),
                                           origin: origin, into: &batch)
         }

@@ -51,9 +51,9 @@ public struct SecretServiceImportSource: ImportSource {
     public func read() throws -> ImportBatch {
         var batch = ImportBatch()
         for entry in entries {
-            let origin = "secret-service:\(collection) item \"\(entry.label)\""
+            let origin = "secret-service:\(ReportText.escaped(collection)) item \(ReportText.quoted(entry.label))"
             guard let service = entry.attributes["service"], !service.isEmpty else {
-                batch.problems.append(ImportProblem(.unsupported, origin: origin, reason: "no 'service' attribute (attributes: \(entry.attributes.keys.sorted().joined(separator: ", ")))"))
+                batch.problems.append(ImportProblem(.unsupported, origin: origin, reason: "no 'service' attribute (attributes: \(entry.attributes.keys.sorted().map(ReportText.escaped).joined(separator: ", ")))"))
                 continue
             }
             guard let secret = entry.secret else {

@@ -42,7 +42,7 @@ public struct SwiftKeychainWrapperImportSource: ImportSource {
         if let accessGroup { filter[Key.accessGroup] = .string(accessGroup) }
         var batch = ImportBatch()
         for legacy in try LegacyKeychainItems.list(in: store, itemClass: .genericPassword, filter: filter) {
-            let origin = "SwiftKeychainWrapper key \"\(legacy.account)\""
+            let origin = "SwiftKeychainWrapper key \(ReportText.quoted(legacy.account))"
             if let secret = legacy.secret, secret.starts(with: Data("bplist00".utf8)) {
                 batch.problems.append(ImportProblem(.unsupported, origin: origin, reason: "the value is an NSKeyedArchiver archive (an Int, Double, Bool or object): read it with KeychainWrapper and save it again; it was left in place"))
                 continue

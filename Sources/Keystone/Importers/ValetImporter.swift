@@ -80,7 +80,7 @@ public struct ValetImportSource: ImportSource {
         for legacy in try LegacyKeychainItems.list(in: store, itemClass: .genericPassword) {
             guard let service = legacy.service, let parsed = ServiceName(service) else { continue }
             if let identifier, parsed.identifier != identifier { continue }
-            let origin = "Valet \(parsed.identifier) key \"\(legacy.account)\""
+            let origin = "Valet \(ReportText.escaped(parsed.identifier)) key \(ReportText.quoted(legacy.account))"
             if parsed.configuration.contains("SecureEnclave") {
                 batch.problems.append(ImportProblem(.unsupported, origin: origin, reason: "a Secure Enclave Valet item needs the user to be read: move it with Valet (migrateObjects); it was left in place"))
                 continue
