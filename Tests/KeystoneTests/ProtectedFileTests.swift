@@ -33,7 +33,8 @@ struct ProtectedFileFixture {
 
     static func content(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }) }
 
-    static func headerLength(_ protection: FileProtection) -> Int { protection == .completeUnlessOpen ? 125 : 60 }
+    /// The header of sealed format 2: 68 bytes, and the 65-byte ephemeral key for completeUnlessOpen.
+    static func headerLength(_ protection: FileProtection) -> Int { protection == .completeUnlessOpen ? 133 : 68 }
 }
 
 func mode(of url: URL) throws -> Int {
@@ -129,8 +130,8 @@ struct ProtectedFileTests {
         let url = f.scratch.file("t")
         try f.files.write(ProtectedFileFixture.content(3 * 4096 + 100), to: url)
         let sealed = try Data(contentsOf: url)
-        let header = 60, chunk = ProtectedFileFixture.sealedChunk
-        var lengths = [0, 3, 59, header, header + 1, sealed.count - 1, sealed.count - 16, sealed.count - 17]
+        let header = ProtectedFileFixture.headerLength(.complete), chunk = ProtectedFileFixture.sealedChunk
+        var lengths = [0, 3, 59, 60, 67, header, header + 1, sealed.count - 1, sealed.count - 16, sealed.count - 17]
         for k in 1...3 { lengths += [header + k * chunk, header + k * chunk - 1, header + k * chunk + 1, header + k * chunk - chunk / 2] }
         for length in Set(lengths) {
             try sealed.prefix(length).write(to: url)
@@ -144,9 +145,10 @@ struct ProtectedFileTests {
         let url = f.scratch.file("r")
         try f.files.write(ProtectedFileFixture.content(3 * 4096 + 100), to: url)
         let sealed = try Data(contentsOf: url)
-        let header = sealed.prefix(60), chunk = ProtectedFileFixture.sealedChunk
-        let chunks = (0..<3).map { sealed[(60 + $0 * chunk)..<(60 + ($0 + 1) * chunk)] }
-        let last = sealed[(60 + 3 * chunk)...]
+        let h = ProtectedFileFixture.headerLength(.complete), chunk = ProtectedFileFixture.sealedChunk
+        let header = sealed.prefix(h)
+        let chunks = (0..<3).map { sealed[(h + $0 * chunk)..<(h + ($0 + 1) * chunk)] }
+        let last = sealed[(h + 3 * chunk)...]
         let variants: [Data] = [
             header + chunks[1] + chunks[0] + chunks[2] + last,   // swap
             header + chunks[0] + chunks[2] + last,               // drop

@@ -8,6 +8,10 @@ import Foundation
 // instant); it is written, fsync'ed, renamed over the target, and the directory is fsync'ed. Until the rename the
 // target is untouched: any failure removes the temporary file and leaves the old target as it was.
 //
+// The writer holds an exclusive flock(2) on its temporary file from its creation until after the rename, and removes
+// the stale temporary files of the same target (those no writer holds locked: left by killed writers) before
+// creating its own; see TemporaryFiles.swift for the rules.
+//
 // Decisions on planted symlinks:
 // - At the temporary path: O_EXCL|O_NOFOLLOW refuses any existing name (a symlink included), so nothing is ever
 //   written through it; the writer tries another random name (a few times), then fails with errSecIO.
@@ -32,6 +36,8 @@ final class AtomicFileWriter {
     /// - Throws: ``KeychainError`` with `errSecIO` (-36) or `errSecWrPerm` (-61) when the file cannot be created.
     init(target: URL, beforeFirstWrite: ((String) throws -> Void)? = nil) throws {
         self.target = target
+        // Before creating ours: the disk space stale ones hold may be what this write needs.
+        TemporaryFiles.removeStale(of: target)
         (descriptor, temporaryPath) = try Self.createTemporary(next: target)
         if let beforeFirstWrite {
             do { try beforeFirstWrite(temporaryPath) } catch { abandon(); throw error }
@@ -40,19 +46,42 @@ final class AtomicFileWriter {
 
     deinit { abandon() }
 
-    /// Creates `.<name>.<random>.tmp` next to `target` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600; another random
-    /// name when one exists (a planted file or symlink), at most 8 tries.
+    /// Creates `.<name>.<random>.tmp` next to `target` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600, and locks it;
+    /// another random name when one exists (a planted file or symlink) or when a remover took the new file in the
+    /// instant before it was locked; at most 8 tries.
     private static func createTemporary(next target: URL) throws -> (Int32, String) {
         let directory = target.deletingLastPathComponent().path
         for _ in 0..<8 {
-            let name = ".\(target.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp"
+            let name = TemporaryFiles.name(for: target.lastPathComponent, random: UInt64.random(in: 0...UInt64.max))
             let path = (directory as NSString).appendingPathComponent(name)
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 { return (fd, path) }
+            if fd >= 0 {
+                if lockNew(fd, path) { return (fd, path) }
+                close(fd)
+                continue
+            }
             let code = errno
             if code != EEXIST { throw FileIO.error(code, "could not create a temporary file next to \(target.path)") }
         }
         throw KeychainError(status: Status.io, reason: "could not create a temporary file next to \(target.path): every name tried exists")
+    }
+
+    /// Takes the writer's lock on its new temporary file, never waiting. False when the file is lost: a remover
+    /// unlinked it before the lock, or holds its lock now (then the file is unlinked here if it still bears `path`).
+    /// Where flock is not supported the file is kept unlocked (removers then never remove it).
+    private static func lockNew(_ fd: Int32, _ path: String) -> Bool {
+        var result: Int32
+        repeat { result = flock(fd, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
+        if result == 0 { return stillNamed(fd, path) }
+        guard errno == EWOULDBLOCK else { return true }
+        if stillNamed(fd, path) { unlink(path) }
+        return false
+    }
+
+    /// Whether `path` still names the file open as `fd`.
+    private static func stillNamed(_ fd: Int32, _ path: String) -> Bool {
+        var opened = stat(), named = stat()
+        return fstat(fd, &opened) == 0 && lstat(path, &named) == 0 && opened.st_dev == named.st_dev && opened.st_ino == named.st_ino
     }
 
     /// From now on, writes are queued to a ``BackgroundWriter`` (a thread of its own that also flushes every few
@@ -90,23 +119,27 @@ final class AtomicFileWriter {
             abandon()
             throw FileIO.error(code, "could not flush \(target.path)")
         }
-        close(descriptor)
-        descriptor = -1
+        // Renamed while still open, so the lock is held until the file bears the target's name.
         guard rename(temporaryPath, target.path) == 0 else {
             let code = errno
             unlink(temporaryPath)
             committed = true
+            close(descriptor)
+            descriptor = -1
             throw FileIO.error(code, "could not move the new file over \(target.path)")
         }
         committed = true
+        close(descriptor)
+        descriptor = -1
         FileIO.syncDirectory(of: target)
     }
 
     /// Closes and removes the temporary file; the target is untouched.
     func abandon() {
         if let background { self.background = nil; background.cancel() }
-        if descriptor >= 0 { close(descriptor); descriptor = -1 }
+        // Removed while still open and locked, so no remover ever sees it unlocked.
         if !committed { unlink(temporaryPath); committed = true }
+        if descriptor >= 0 { close(descriptor); descriptor = -1 }
     }
 }
 

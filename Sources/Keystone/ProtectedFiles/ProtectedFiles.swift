@@ -21,8 +21,9 @@ public enum FileProtection: String, Sendable, Hashable, CaseIterable, Codable {
 ///
 /// On Apple platforms a protected file is a plain file with a Data Protection class (`FileProtectionType`), written
 /// atomically. Elsewhere (Linux) it is sealed with AES-256-GCM in chunks, under a per-file key derived from a class
-/// key held in the keychain; the file's name and the order of its chunks are authenticated, and any file size
-/// streams in constant memory (about two chunks).
+/// key held in the keychain; the file's full path (or an identifier the app chose) and the order of its chunks are
+/// authenticated, and any file size streams in constant memory (about two chunks). With ``rollbackProtection``, a
+/// counter in the keychain makes an older copy of a file put back fail to open.
 ///
 /// ```swift
 /// let files = try ProtectedFiles(keychain: Keychain())
@@ -34,7 +35,8 @@ public enum FileProtection: String, Sendable, Hashable, CaseIterable, Codable {
 ///
 /// Every write is an atomic replace: a temporary file in the same directory, mode 0600 from its creation, written,
 /// flushed, then renamed over the target (the directory flushed too). If anything fails, the previous file is
-/// untouched. A symlink at the target is replaced, never written through.
+/// untouched. A symlink at the target is replaced, never written through. A write first removes the temporary files
+/// that interrupted writes of the same target left (see ``removeStaleTemporaryFiles(of:)``).
 ///
 /// - Important: A locked keychain (or unavailable protected data) makes a read throw `errSecInteractionNotAllowed`
 ///   (-25308): the file is intact and readable after the unlock. Never delete or rewrite a protected file because a
@@ -53,8 +55,13 @@ public struct ProtectedFiles: Sendable {
     public let service: String
     /// The chunk size of new sealed files, and of streaming on Apple platforms.
     public let chunkSize: Int
+    /// Whether writes record a version per file in the keychain and reads refuse an older one (sealed format).
+    public let rollbackProtection: Bool
+    /// Whether files of sealed format 1 (earlier Keystones: only the file's name bound) are read.
+    public let readsFormatVersion1: Bool
 
     let keys: ProtectedFileKeys
+    let versions: ProtectedFileVersions
 
     /// Creates protected files whose class keys live in `keychain` under `service`.
     ///
@@ -63,9 +70,18 @@ public struct ProtectedFiles: Sendable {
     ///     and synchronizable options do not: each class key has its class's accessibility and stays on the device.
     ///   - service: the keychain service of the class keys; two services have independent keys.
     ///   - chunkSize: the size of the chunks new sealed files are cut into, 4 KiB ... 16 MiB (64 KiB by default).
+    ///   - rollbackProtection: each write records the file's new version in the keychain (a counter per full path
+    ///     or identifier, under `service`), and a read refuses a file older than the version recorded: a copy put
+    ///     back. Off by default (it costs a keychain read and write per file write). Sealed format only.
+    ///   - readsFormatVersion1: read files of sealed format 1, written by earlier Keystones, which bind only the
+    ///     file's last path component; off by default. Rewrite such files to upgrade them.
     /// - Throws: ``KeychainError/invalidItem`` for an empty service, `errSecParam` (-50) for a chunk size out of range.
+    /// - Important: Rollback protection cannot tell a file and the keychain restored together from a backup, and
+    ///   cannot stop a file from being deleted; every reader of a file must turn it on (a reader without it accepts
+    ///   any version). See <doc:ProtectedFiles>.
     public init(keychain: Keychain = Keychain(), service: String = ProtectedFiles.defaultService,
-                chunkSize: Int = ProtectedFiles.defaultChunkSize) throws(KeychainError) {
+                chunkSize: Int = ProtectedFiles.defaultChunkSize, rollbackProtection: Bool = false,
+                readsFormatVersion1: Bool = false) throws(KeychainError) {
         guard !service.isEmpty else { throw KeychainError(code: .invalidItem, reason: "protected files need a non-empty keychain service") }
         guard SealedFileHeader.chunkSizes.contains(chunkSize) else {
             throw KeychainError(status: Status.param, reason: "the chunk size must be between 4 KiB and 16 MiB, not \(chunkSize)")
@@ -73,7 +89,10 @@ public struct ProtectedFiles: Sendable {
         self.keychain = keychain
         self.service = service
         self.chunkSize = chunkSize
+        self.rollbackProtection = rollbackProtection
+        self.readsFormatVersion1 = readsFormatVersion1
         self.keys = ProtectedFileKeys(keychain: keychain, service: service)
+        self.versions = ProtectedFileVersions(keychain: keys.keychain, service: service)
     }
 
     // MARK: - Writing
@@ -82,30 +101,33 @@ public struct ProtectedFiles: Sendable {
     ///
     /// - Parameters:
     ///   - data: the content.
-    ///   - url: the file; its directory must exist. Its name is authenticated (sealed format): renaming it later
-    ///     makes it unreadable, so write it under its final name.
+    ///   - url: the file; its directory must exist. Without an `identifier`, its full path is authenticated (sealed
+    ///     format): a copy or a moved or renamed file does not open, so write it where it is read.
     ///   - protection: when the file can be read.
-    /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (-25308) when the class key cannot be used now
-    ///   (the keychain is locked; nothing was written), `errSecIO` (-36), `errSecDiskFull` (-34) or `errSecWrPerm`
-    ///   (-61) for the file system; any other keychain status reading or creating the class key.
-    public func write(_ data: Data, to url: URL, protection: FileProtection = .complete) throws {
-        try write(.bytes(data), to: url, protection: protection)
+    ///   - identifier: binds the file to this name instead of its path (sealed format), for files that must
+    ///     stay readable when their directory moves; read it with the same identifier. Unique per file.
+    /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (-25308) when the class key (or the rollback
+    ///   counter) cannot be used now (the keychain is locked; nothing was written), `errSecIO` (-36),
+    ///   `errSecDiskFull` (-34) or `errSecWrPerm` (-61) for the file system; ``KeychainError/invalidItem`` for an
+    ///   empty identifier; any other keychain status reading or creating the class key.
+    public func write(_ data: Data, to url: URL, protection: FileProtection = .complete, identifier: String? = nil) throws {
+        try write(.bytes(data), to: url, protection: protection, identifier: identifier)
     }
 
     /// Writes the content of the file at `source` to a protected file at `url`, streaming (constant memory).
     ///
-    /// - Throws: as ``write(_:to:protection:)``; `errSecItemNotFound` (-25300) when `source` does not exist.
-    public func write(contentsOf source: URL, to url: URL, protection: FileProtection = .complete) throws {
+    /// - Throws: as ``write(_:to:protection:identifier:)``; `errSecItemNotFound` (-25300) when `source` does not exist.
+    public func write(contentsOf source: URL, to url: URL, protection: FileProtection = .complete, identifier: String? = nil) throws {
         let fd = try FileIO.openForReading(source, what: "the source file")
         defer { close(fd) }
-        try write(.descriptor(fd, source.path), to: url, protection: protection)
+        try write(.descriptor(fd, source.path), to: url, protection: protection, identifier: identifier)
     }
 
     /// Writes everything readable from `source` (to its end) to a protected file at `url`, streaming.
     ///
-    /// - Throws: as ``write(_:to:protection:)``.
-    public func write(from source: FileHandle, to url: URL, protection: FileProtection = .complete) throws {
-        try write(.descriptor(source.fileDescriptor, "the source"), to: url, protection: protection)
+    /// - Throws: as ``write(_:to:protection:identifier:)``.
+    public func write(from source: FileHandle, to url: URL, protection: FileProtection = .complete, identifier: String? = nil) throws {
+        try write(.descriptor(source.fileDescriptor, "the source"), to: url, protection: protection, identifier: identifier)
     }
 
     /// Writes the pieces `next` returns, until it returns nil, to a protected file at `url`, streaming.
@@ -113,9 +135,10 @@ public struct ProtectedFiles: Sendable {
     /// The pieces may have any size. If `next` throws, the write stops, the temporary file is removed and the
     /// previous file at `url` (if any) is untouched; the error is rethrown.
     ///
-    /// - Throws: as ``write(_:to:protection:)``, or what `next` throws.
-    public func write(to url: URL, protection: FileProtection = .complete, pieces next: () throws -> Data?) throws {
-        try withoutActuallyEscaping(next) { next in try write(.pieces(next), to: url, protection: protection) }
+    /// - Throws: as ``write(_:to:protection:identifier:)``, or what `next` throws.
+    public func write(to url: URL, protection: FileProtection = .complete, identifier: String? = nil,
+                      pieces next: () throws -> Data?) throws {
+        try withoutActuallyEscaping(next) { next in try write(.pieces(next), to: url, protection: protection, identifier: identifier) }
     }
 
     enum Source {
@@ -124,11 +147,13 @@ public struct ProtectedFiles: Sendable {
         case pieces(() throws -> Data?)
     }
 
-    func write(_ source: Source, to url: URL, protection: FileProtection) throws {
+    func write(_ source: Source, to url: URL, protection: FileProtection, identifier: String?) throws {
         #if canImport(Darwin)
+        // Decision: a plain Data Protection file has no header to bind a name or a version to: identifier and
+        // rollback protection apply to the sealed format only (documented in ProtectedFiles.md).
         try writeWithDataProtection(source, to: url, protection: protection)
         #else
-        try writeSealed(source, to: url, protection: protection)
+        try writeSealed(source, to: url, identifier: identifier, protection: protection)
         #endif
     }
 
@@ -139,12 +164,15 @@ public struct ProtectedFiles: Sendable {
     /// - Throws: ``KeychainError`` with
     ///   - `errSecInteractionNotAllowed` (-25308): the keychain is locked (protected data unavailable): the file is
     ///     intact and readable after the unlock; it is never rewritten or removed.
-    ///   - `errSecDecode` (-26275): the file was changed, truncated, extended, reordered, renamed, or sealed under
-    ///     another keychain's key, or is not a protected file; the reason names the file.
+    ///   - `errSecDecode` (-26275): the file was changed, truncated, extended or reordered; it was sealed for another
+    ///     path or identifier (a copy from another directory, a moved or renamed file); it is an older version than
+    ///     the keychain recorded (``rollbackProtection``); it is in sealed format 1 (see ``readsFormatVersion1``);
+    ///     it was sealed under another keychain's key, or is not a protected file. The reason names the file and
+    ///     which of these it is, when that can be told.
     ///   - `errSecItemNotFound` (-25300): there is no file at `url`; `errSecIO` (-36) for other file-system failures.
-    public func read(at url: URL) throws -> Data {
+    public func read(at url: URL, identifier: String? = nil) throws -> Data {
         var content = Data()
-        try read(at: url) { content.append($0) }
+        try read(at: url, identifier: identifier) { content.append($0) }
         return content
     }
 
@@ -152,36 +180,36 @@ public struct ProtectedFiles: Sendable {
     ///
     /// - Important: Each chunk is verified before `body` sees it, but a later chunk can still fail (a truncated or
     ///   tampered file): then this throws, and whatever `body` did with the earlier chunks must be discarded. Use
-    ///   ``read(at:to:)`` for an output file that only appears when everything verified.
-    /// - Throws: as ``read(at:)``, or what `body` throws.
-    public func read(at url: URL, chunks body: (Data) throws -> Void) throws {
+    ///   ``read(at:identifier:to:)`` for an output file that only appears when everything verified.
+    /// - Throws: as ``read(at:identifier:)``, or what `body` throws.
+    public func read(at url: URL, identifier: String? = nil, chunks body: (Data) throws -> Void) throws {
         #if canImport(Darwin)
         try readWithDataProtection(at: url, body)
         #else
-        try readSealed(at: url, body)
+        try readSealed(at: url, identifier: identifier, body)
         #endif
     }
 
     /// Reads the protected file at `url` into `destination`, streaming.
     ///
     /// - Important: On failure, what was written to `destination` before it must be discarded (see
-    ///   ``read(at:chunks:)``).
-    /// - Throws: as ``read(at:)``; `errSecIO` (-36) when writing `destination` fails.
-    public func read(at url: URL, into destination: FileHandle) throws {
+    ///   ``read(at:identifier:chunks:)``).
+    /// - Throws: as ``read(at:identifier:)``; `errSecIO` (-36) when writing `destination` fails.
+    public func read(at url: URL, identifier: String? = nil, into destination: FileHandle) throws {
         let fd = destination.fileDescriptor
-        try read(at: url) { chunk in try chunk.withUnsafeBytes { try FileIO.writeAll(fd, $0, path: "the destination") } }
+        try read(at: url, identifier: identifier) { chunk in try chunk.withUnsafeBytes { try FileIO.writeAll(fd, $0, path: "the destination") } }
     }
 
     /// Reads the protected file at `url` into a new plain file at `destination` (mode 0600), atomically: the
     /// destination appears (or replaces the previous one) only once the whole file verified.
     ///
     /// - Important: The destination holds the plaintext, unprotected: remove it when done.
-    /// - Throws: as ``read(at:)``; then nothing was created at `destination` and a previous file there is untouched.
-    public func read(at url: URL, to destination: URL) throws {
+    /// - Throws: as ``read(at:identifier:)``; then nothing was created at `destination` and a previous file there is untouched.
+    public func read(at url: URL, identifier: String? = nil, to destination: URL) throws {
         let writer = try AtomicFileWriter(target: destination)
         writer.writeInBackground()
         do {
-            try read(at: url) { try writer.write($0) }
+            try read(at: url, identifier: identifier) { try writer.write($0) }
             try writer.commit()
         } catch {
             writer.abandon()
@@ -191,7 +219,7 @@ public struct ProtectedFiles: Sendable {
 
     /// The protection class of the protected file at `url`.
     ///
-    /// - Throws: as ``read(at:)`` for a file that is not a protected file or does not exist; never needs the keychain.
+    /// - Throws: as ``read(at:identifier:)`` for a file that is not a protected file or does not exist; never needs the keychain.
     public func protection(of url: URL) throws -> FileProtection {
         #if canImport(Darwin)
         return try dataProtectionClass(of: url)
@@ -202,14 +230,21 @@ public struct ProtectedFiles: Sendable {
         #endif
     }
 
-    /// Removes the protected file at `url` (the class keys stay: other files use them).
+    /// Removes the protected file at `url` (the class keys stay: other files use them). With
+    /// ``rollbackProtection`` (sealed format), its version counter is advanced, so a copy put back is refused.
     ///
+    /// - Parameter identifier: the identifier the file was written with, if any (for its counter).
     /// - Returns: whether there was a file.
-    /// - Throws: ``KeychainError`` with `errSecWrPerm` (-61) or `errSecIO` (-36) when it cannot be removed.
+    /// - Throws: ``KeychainError`` with `errSecWrPerm` (-61) or `errSecIO` (-36) when it cannot be removed; with
+    ///   rollback protection, a keychain status when the counter cannot be advanced (the file is removed then).
     @discardableResult
-    public func remove(at url: URL) throws -> Bool {
+    public func remove(at url: URL, identifier: String? = nil) throws -> Bool {
+        if rollbackProtection { _ = try SealedFileIdentity(url: url, identifier: identifier) }   // an empty identifier: nothing removed
         if unlink(url.path) == 0 {
             FileIO.syncDirectory(of: url)
+            #if !canImport(Darwin)
+            if rollbackProtection { try recordRemoval(of: url, identifier: identifier) }
+            #endif
             return true
         }
         let code = errno
