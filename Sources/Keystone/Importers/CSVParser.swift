@@ -49,6 +49,8 @@ enum CSV {
         private var afterCR = false
         private var recordBytes = 0
         private var oversized: Oversize?
+        /// The record went over a limit as a whole: nothing more of it is kept.
+        private var droppingRecord = false
 
         /// A reader of `nextChunk`'s bytes; `file` names the input in errors.
         init(file: String, limits: ImportLimits, nextChunk: @escaping () throws -> Data?) {
@@ -143,7 +145,7 @@ enum CSV {
                 if byte == lf { return nil }
             }
             recordBytes += 1
-            if recordBytes > limits.maxRecordBytes, oversized != .record { markRecordOversized() }
+            if recordBytes > limits.maxRecordBytes, !droppingRecord { markRecordOversized() }
             if quoteInQuoted {
                 quoteInQuoted = false
                 if byte == quote {
@@ -192,7 +194,7 @@ enum CSV {
         private var fieldWasOversized = false
 
         private mutating func append(_ byte: UInt8) {
-            guard oversized != .record, !fieldWasOversized else { return }
+            guard !droppingRecord, !fieldWasOversized else { return }
             guard field.count < limits.maxFieldBytes else {
                 fieldWasOversized = true
                 field = []
@@ -202,8 +204,10 @@ enum CSV {
             field.append(byte)
         }
 
+        /// Drops the record. A field already over its limit stays the reason given (the more precise one).
         private mutating func markRecordOversized() {
-            oversized = .record
+            if oversized == nil { oversized = .record }
+            droppingRecord = true
             fields = []
             field = []
         }
@@ -214,7 +218,7 @@ enum CSV {
                 wasQuoted = false
                 fieldWasOversized = false
             }
-            guard oversized != .record else { return }
+            guard !droppingRecord else { return }
             guard fields.count < CSV.maxFields else {
                 markRecordOversized()
                 return
@@ -230,6 +234,7 @@ enum CSV {
             let record = Record(fields: fields, line: recordLine, oversized: oversized)
             fields = []
             oversized = nil
+            droppingRecord = false
             recordBytes = 0
             return record
         }

@@ -56,30 +56,58 @@ extension Keychain {
 
     func importItems(from source: some ImportSource, options: ImportOptions, handler: ((ImportResult) -> Void)?) throws -> ImportReport {
         guard source.streamsEntries else { return try importItems(try source.read(), options: options, handler: handler) }
-        // Pass 1: validate, keeping only the item keys seen (for duplicates) and the first invalid entry.
-        var validator = ImportValidator()
+        // Pass 1: validate, keeping per item only a 16-byte digest and the ordinal of its first candidate.
+        var first: [ImportValidator.Key: UInt32] = [:]
+        var duplicated: Set<UInt32> = []
+        var ordinal: UInt32 = 0
         var invalidCount = 0
         var firstInvalid: ImportProblem?
+        var firstInvalidDuplicates: (of: UInt32, item: ImportTarget)?
         try source.forEachEntry { entry in
-            let problem: ImportProblem?
             switch entry {
-            case .candidate(let candidate): problem = validator.check(candidate)
-            case .problem(let found): problem = found
-            }
-            if let problem, problem.kind == .invalid {
+            case .candidate(let candidate):
+                defer { ordinal += 1 }
+                let key = ImportValidator.key(candidate.item)
+                guard let earlier = first[key] else {
+                    first[key] = ordinal
+                    return
+                }
+                duplicated.insert(earlier)
+                invalidCount += 1
+                if firstInvalid == nil {
+                    firstInvalid = ImportProblem(.invalid, origin: candidate.origin, reason: "")
+                    firstInvalidDuplicates = (earlier, candidate.item)
+                }
+            case .problem(let problem):
+                guard problem.kind == .invalid else { return }
                 invalidCount += 1
                 if firstInvalid == nil { firstInvalid = problem }
             }
         }
-        if let firstInvalid, !options.skipInvalid { throw Self.invalidEntries(count: invalidCount, first: firstInvalid) }
-        validator = ImportValidator()
-        // Pass 2: apply, validating again (the source may have changed since).
+        if var problem = firstInvalid, !options.skipInvalid {
+            if let (earlier, item) = firstInvalidDuplicates {
+                problem.reason = "the same item as \(try Self.origin(ofCandidate: earlier, in: source)) (\(item))"
+            }
+            throw Self.invalidEntries(count: invalidCount, first: problem)
+        }
+        // Pass 2: apply, checking each entry against pass 1 (the source may have changed since).
         var run = ImportRun(keychain: self, options: options, handler: handler)
+        var firstOrigins: [UInt32: String] = [:]
+        ordinal = 0
         do {
             try source.forEachEntry { entry in
                 switch entry {
                 case .candidate(let candidate):
-                    if let problem = validator.check(candidate) { run.found(problem) } else { run.apply(candidate) }
+                    defer { ordinal += 1 }
+                    let earlier = first[ImportValidator.key(candidate.item)]
+                    if earlier == ordinal {
+                        if duplicated.contains(ordinal) { firstOrigins[ordinal] = candidate.origin }
+                        run.apply(candidate)
+                    } else if let earlier, let origin = firstOrigins[earlier] {
+                        run.found(ImportProblem(.invalid, origin: candidate.origin, reason: "the same item as \(origin) (\(candidate.item))"))
+                    } else {
+                        run.sourceChanged(candidate)
+                    }
                 case .problem(let problem):
                     run.found(problem)
                 }
@@ -88,6 +116,21 @@ extension Keychain {
             run.sourceFailed(KeychainError(converting: error))
         }
         return try run.finish()
+    }
+
+    /// The origin of the candidate at `ordinal` (0-based, counting candidates only) of a streaming source.
+    static func origin(ofCandidate ordinal: UInt32, in source: some ImportSource) throws -> String {
+        var index: UInt32 = 0
+        do {
+            try source.forEachEntry { entry in
+                guard case .candidate(let candidate) = entry else { return }
+                if index == ordinal { throw FoundOrigin(origin: candidate.origin) }
+                index += 1
+            }
+        } catch let found as FoundOrigin {
+            return found.origin
+        }
+        return "an earlier entry"
     }
 
     /// Imports the candidates of `batch`: see ``importItems(from:options:)``.
@@ -205,11 +248,16 @@ extension Keychain {
     }
 }
 
+/// Stops a visit of a source at the entry looked for.
+private struct FoundOrigin: Error {
+    let origin: String
+}
+
 /// Finds the candidates that name an item an earlier candidate of the same source named.
 ///
 /// Decision: two candidates for the same target item in one source are ambiguous (which secret wins?): the later one
-/// is invalid, naming the earlier. Only a 128-bit digest of each item's (escaped, so injective) description and the
-/// first origin are kept, not the items or secrets.
+/// is invalid, naming the earlier. Items are told apart by a 128-bit digest of their (escaped, so injective)
+/// description; a streaming source keeps only the digest and the ordinal of each item's first candidate.
 struct ImportValidator {
     struct Key: Hashable {
         var high: UInt64
@@ -290,6 +338,15 @@ struct ImportRun {
         if problem.kind == .invalid, !options.skipInvalid, failure == nil {
             failure = KeychainError(code: .invalidItem, reason: "the source changed while it was imported: \(problem)")
         }
+    }
+
+    /// A candidate that was not in the source when it was validated: the source changed, the import stops there.
+    mutating func sourceChanged(_ candidate: ImportCandidate) {
+        if failure == nil {
+            failure = KeychainError(code: .invalidItem, reason: "the source changed while it was imported: \(candidate.origin) (\(candidate.item)) is not what was validated")
+            failedEntry = ImportFailure.Entry(item: candidate.item, origin: candidate.origin)
+        }
+        notWritten.append(ImportFailure.Entry(item: candidate.item, origin: candidate.origin))
     }
 
     /// Reading the source failed between entries.
