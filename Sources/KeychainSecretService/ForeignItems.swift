@@ -32,8 +32,9 @@ extension SecretServiceStorage {
             guard let info = try client.itemInfo(path), info.attributes[ItemMapping.schemaKey] != ItemMapping.schemaName else { continue }
             items.append(SecretServiceForeignItem(path: path, label: info.label, attributes: info.attributes, secret: nil))
         }
-        let secrets = try client.secrets(items.map(\.path))
-        for index in items.indices { items[index].secret = secrets[items[index].path] }
+        // One secret per GetSecrets: their sizes are unknown, and a reply larger than the bus carries would make the
+        // bus disconnect the Secret Service itself.
+        for index in items.indices { items[index].secret = try client.secrets([items[index].path])[items[index].path] }
         return items
     }
 }

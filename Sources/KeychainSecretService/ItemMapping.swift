@@ -123,8 +123,8 @@ enum ItemMapping {
 
     /// The row a Keystone item holds, checked against its lookup attributes.
     ///
-    /// - Throws: `errSecDecode` when the metadata is unreadable or disagrees with the lookup attributes (the item
-    ///   was edited by someone else).
+    /// - Throws: `errSecDecode` when the metadata is unreadable or disagrees with the lookup attributes (an item
+    ///   written before seals, edited by someone else; a sealed item edited so never gets here: ``Seal``).
     static func row(from attributes: [String: String], secret: Data?, itemClass: ItemClass, rowID: Int64) throws -> StoredItem {
         guard let encoded = attributes[metadataKey], let metadata = Data(base64Encoded: encoded) else {
             throw EngineError(Status.decode, "a Secret Service item's keystone:attributes is missing or not base64")

@@ -12,6 +12,38 @@ import KeychainEngine
 /// - Important: The Secret Service protects secrets from other users, not from other programs of the same user:
 ///   any program on the session bus can read an unlocked collection. A locked collection answers
 ///   `errSecInteractionNotAllowed`, and nothing is ever deleted because an item could not be read.
+///
+/// ## Threat model
+///
+/// The Secret Service has no per-application isolation: every program of the user's session can list, read,
+/// create, edit and delete every item of an unlocked collection, Keystone's included. Within that:
+///
+/// **Protected.**
+/// - *Copies, edits and twins are never taken for Keystone's own.* Each item is sealed (``Seal``): an HMAC-SHA-256
+///   over its own object path and its attributes, under a seal key kept in the collection. An item copied (another
+///   path, a higher `keystone:generation`, another `keystone:rowid`), a same-length edit of `keystone:attributes`
+///   (another account, forged access-control flags) or of a lookup attribute, fails its seal and is ignored: never
+///   returned, never counted as a duplicate (a twin never makes the owner's update fail with
+///   `errSecDuplicateItem`), never changed or deleted, and logged once with its object path.
+/// - *Reads by name.* Keystone searches by the plain lookup attributes the service indexes and cross-checks them
+///   against `keystone:attributes` (`errSecDecode` on a mismatch), so an item is returned only under the primary key
+///   it was written with.
+/// - *Access controls are not silently unenforced.* An item whose `kSecAttrAccessControl` needs a person
+///   (`.userPresence`, biometry, the passcode, an application password) is refused with `errSecUnimplemented`, unless
+///   the app opts in with ``Options/allowsUnenforcedAccessControl``.
+/// - *Size.* A secret over ``maximumSecretSize`` (16 MiB) fails with `errSecDataTooLarge` before anything is sent;
+///   one the bus drops anyway gives `errSecDataTooLarge`, not "no Secret Service"; reads never ask for a reply larger
+///   than the bus carries (which would disconnect the daemon).
+///
+/// **Not protected.**
+/// - Any program of the session reads every secret (`secret-tool lookup service S account A`), with no prompt.
+/// - A program that reads the seal key (an item like any other) can forge sealed items; one that can write can
+///   delete items, the seal key (after which Keystone's sealed items are ignored until it is restored), or change a
+///   secret in place (`SetSecret`: the seal does not cover the secret, so a password changed in Seahorse is read).
+/// - An item deleted and then recreated from a saved copy by such a program; a crash between creating an item and
+///   sealing it leaves an unsealed item that readers ignore.
+/// - With the opt-in, an access-controlled secret: Keystone asks for the person before returning it, but the
+///   Secret Service hands it to any program that asks.
 /// - Important: A transaction that changes several items is applied item by item; if the service fails or the
 ///   process dies midway, some of its changes may have landed. Each item is always whole (its old version or its new).
 public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {

@@ -14,8 +14,8 @@ final class Transaction: StorageWriter {
         var rowID: Int64
     }
 
-    private unowned let storage: SecretServiceStorage
-    private let client: SecretServiceClient
+    unowned let storage: SecretServiceStorage
+    let client: SecretServiceClient
     /// Rows this transaction inserted, by row id.
     private var inserted: [Int64: StoredItem] = [:]
     /// Existing rows this transaction replaced, by row id.
@@ -29,7 +29,7 @@ final class Transaction: StorageWriter {
     /// from the first instead of costing another `SearchItems`, `GetAll` and `GetSecrets` round trip.
     private var searched: [[String]: [Found]] = [:]
     /// The collection's seal keys, oldest first, once this transaction has read them.
-    private var loadedKeys: [Seal.Key]?
+    var loadedKeys: [Seal.Key]?
 
     init(storage: SecretServiceStorage, client: SecretServiceClient) {
         self.storage = storage
@@ -206,90 +206,6 @@ final class Transaction: StorageWriter {
         return byRow.values.sorted { $0.rowID < $1.rowID }
     }
 
-    /// The secrets of `items` (path, recorded length or nil), asking for several in one `GetSecrets` only while
-    /// their recorded lengths fit one reply (``SecretServiceStorage/secretsPerReplyBudget``); an item of unknown
-    /// length is asked for alone. A reply larger than the bus carries would make the bus disconnect the Secret
-    /// Service itself.
-    private func fetchSecrets(_ items: [(path: String, size: Int?)]) throws -> [String: Data] {
-        var result: [String: Data] = [:]
-        var batch: [String] = []
-        var total = 0
-        for (path, size) in items {
-            let cost = size.map { $0 + 4096 } ?? SecretServiceStorage.secretsPerReplyBudget
-            if !batch.isEmpty, total + cost > SecretServiceStorage.secretsPerReplyBudget {
-                result.merge(try client.secrets(batch)) { first, _ in first }
-                batch = []
-                total = 0
-            }
-            batch.append(path)
-            total += cost
-        }
-        if !batch.isEmpty { result.merge(try client.secrets(batch)) { first, _ in first } }
-        return result
-    }
-
-    /// The collection's seal keys, oldest first (read once per transaction; their bytes are cached by the storage).
-    ///
-    /// - Throws: `errSecInteractionNotAllowed` when a seal key item is locked (and no prompt may unlock it) or the
-    ///   service returned no secret for it.
-    private func sealKeys() throws -> [Seal.Key] {
-        if let loadedKeys { return loadedKeys }
-        let paths = try client.search(storage.collectionPath, Seal.keyAttributes)
-        var cache = storage.sealKeyCache.current.filter { paths.contains($0.key) }
-        var missing: [(String, SecretServiceClient.ItemInfo)] = []
-        for path in paths where cache[path] == nil {
-            guard let info = try client.itemInfo(path) else { continue }
-            missing.append((path, info))
-        }
-        if missing.contains(where: { $0.1.locked }) {
-            if try storage.handleLockedCollection() { return try sealKeys() }
-            throw Self.lockedError
-        }
-        let secrets = try fetchSecrets(missing.map { ($0.0, 32) })
-        for (path, info) in missing {
-            guard let bytes = secrets[path] else {
-                throw EngineError(Status.interactionNotAllowed, "the Secret Service returned no secret for the collection's seal key")
-            }
-            // A key item holding anything but 32 bytes is not Keystone's: it seals nothing.
-            if bytes.count == 32 { cache[path] = Seal.Key(path: path, bytes: bytes, created: info.created) }
-        }
-        storage.sealKeyCache.withLock { $0 = cache }
-        let keys = cache.values.sorted { ($0.created, $0.path) < ($1.created, $1.path) }
-        loadedKeys = keys
-        return keys
-    }
-
-    /// The key new items are sealed with: the collection's oldest seal key, made now when it has none.
-    private func signingKey() throws -> Seal.Key {
-        if let key = try sealKeys().first { return key }
-        let bytes = Seal.newKeyBytes()
-        let path = try client.createItem(in: storage.collectionPath, label: Seal.keyLabel, attributes: Seal.keyAttributes,
-                                         secret: bytes, contentType: "application/octet-stream")
-        guard let info = try client.itemInfo(path) else {
-            throw EngineError(Status.notAvailable, "the Secret Service lost the seal key item it just created")
-        }
-        let key = Seal.Key(path: path, bytes: bytes, created: info.created)
-        storage.sealKeyCache.withLock { $0[path] = key }
-        loadedKeys = [key]
-        return key
-    }
-
-    /// Refuses, before anything is written, what this storage cannot keep as asked.
-    ///
-    /// - Throws: `errSecDataTooLarge` for a secret over ``SecretServiceStorage/maximumSecretSize``;
-    ///   `errSecUnimplemented` for an access control that needs a person, unless
-    ///   ``SecretServiceStorage/Options/allowsUnenforcedAccessControl``.
-    private func checkStorable(_ item: StoredItem) throws {
-        if let secret = item.secret, secret.count > SecretServiceStorage.maximumSecretSize {
-            throw EngineError(Status.dataTooLarge, "the secret is \(secret.count) bytes; the Secret Service storage keeps at most 16 MiB (16,777,216 bytes) per secret, as one D-Bus message must carry it. Store a larger secret in a keychain file, or keep it in a protected file and store its key here.")
-        }
-        // Decision: errSecUnimplemented (-4), not errSecParam: the query is well formed; this storage does not
-        // implement access controls that need a person, and an app can fall back to another keychain.
-        if let control = item.accessControl, control.flags.requiresAuthentication, !storage.options.allowsUnenforcedAccessControl {
-            throw EngineError(Status.unimplemented, "the Secret Service cannot enforce an access control that needs a person (user presence, biometry, passcode): any program of the session could read this secret with `secret-tool lookup`, with no prompt. Store the item in a keychain file, or accept this with SecretServiceStorage.Options.allowsUnenforcedAccessControl (KEYSTONE_SECRET_SERVICE_UNENFORCED_ACCESS_CONTROL=1).")
-        }
-    }
-
     // MARK: - Writing
 
     func insert(_ item: StoredItem) throws -> Int64 {
@@ -383,42 +299,12 @@ final class Transaction: StorageWriter {
         do {
             path = try client.createItem(in: storage.collectionPath, label: ItemMapping.label(of: item), attributes: attributes,
                                          secret: secret, contentType: ItemMapping.contentType(secret))
-        } catch let error as EngineError where client.droppedForSize(error) {
+        } catch let error as EngineError where secret.count >= 32 << 10 && client.droppedForSize(error) {
+            // (No bus drops messages under 32 KiB: a smaller write that lost its connection lost it for another reason.)
             throw EngineError(Status.dataTooLarge, "the session bus dropped the item (a secret of \(secret.count) bytes) for its size and closed the connection, while the Secret Service runs: the bus's max_message_size (its dbus-daemon configuration) is lower than this secret needs. Store a smaller secret, or raise the bus's limits.")
         }
         created.append(path)
         attributes.append((Seal.attribute, Seal.seal(path: path, attributes: attributes, key: key)))
         try client.setAttributes(path, attributes)
     }
-}
-
-/// Row ids in the Secret Service: Keystone's items carry theirs; other programs' items get one from their object path.
-enum RowIdentity {
-    /// Bit 62 marks ids derived from an object path.
-    static let foreignBit: Int64 = 1 << 62
-
-    /// A new row id: microseconds since 1970 shifted left by 10, plus 10 random bits. Increasing with time (so
-    /// rows list in creation order, as in Apple's keychain), unique across processes without a counter, below
-    /// bit 62 until the year 2116.
-    static func newRowID() -> Int64 {
-        let microseconds = Int64(Date().timeIntervalSince1970 * 1_000_000)
-        return (microseconds << 10 | Int64.random(in: 0..<1024)) & (foreignBit - 1)
-    }
-
-    static func isForeign(_ rowID: Int64) -> Bool { rowID & foreignBit != 0 }
-
-    /// The row id of another program's item: FNV-1a of its object path, with bit 62 set.
-    static func foreignRowID(path: String) -> Int64 {
-        Int64(bitPattern: fnv1a(path) & UInt64(foreignBit - 1)) | foreignBit
-    }
-}
-
-/// FNV-1a, 64 bits: stable names for object paths and lock files (not a cryptographic digest).
-func fnv1a(_ text: String) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in text.utf8 {
-        hash ^= UInt64(byte)
-        hash = hash &* 0x100_0000_01b3
-    }
-    return hash
 }
