@@ -40,7 +40,8 @@ struct Doctor: ParsableCommand {
         whether this machine can use it now (unlocked through the unlock cache, or locked: run unlock-keychain). \
         Each problem comes with a fix.
 
-        Changes nothing, never prompts, never prints a secret. Exits 1 when a problem blocks the storage in use \
+        Changes nothing, never prompts, never prints a secret: a URL with a password (etcd://user:PASSWORD@…, \
+        ?password=…) is shown with the password as ***. Exits 1 when a problem blocks the storage in use \
         (problems of the storage not in use are only notes or warnings), else 0.
 
         --json prints one object: "storage" {"kind": "file", "secret-service" or "etcd", "name": the path, \
@@ -65,8 +66,11 @@ struct Doctor: ParsableCommand {
         """)
     @Flag(help: "Print one JSON object (its keys are listed above).") var json = false
     @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
+    @Option(name: .customLong("protected-files"), help: "Check this directory of protected files instead (repeatable): temporary files interrupted writes left (exit 1 when any), files in sealed format 1. Changes nothing.")
+    var protectedFiles: [String] = []
 
     mutating func run() throws {
+        if !protectedFiles.isEmpty { return try checkProtectedFiles(protectedFiles, json: json) }
         let (spec, reason): (String, ToolConfig.Reason) = keychain.map { (resolveKeychain($0), .argument) } ?? ToolConfig.defaultSelection
         let secretServiceInUse = KeychainSpec.isSecretService(spec)
         let etcdInUse = KeychainSpec.isEtcd(spec)
@@ -79,8 +83,10 @@ struct Doctor: ParsableCommand {
         // After the file: one token, so a TPM that serves one connection at a time (swtpm) is opened once.
         let tpm = TPMReport.examine(needed: file.inUse && file.sealed == true)
 
+        // Every string shown passes through Redaction: a keychain URL given with a password (which the etcd client
+        // refuses) is shown with it masked, and so is any URL a diagnosis quotes.
         if json {
-            printJSON([
+            printJSON(Redaction.redactedJSON([
                 "storage": ["kind": etcdInUse ? "etcd" : secretServiceInUse ? "secret-service" : "file", "name": spec, "reason": reason.rawValue],
                 "etcd": etcd?.json ?? NSNull(),
                 "file": file.json,
@@ -88,7 +94,7 @@ struct Doctor: ParsableCommand {
                 "authentication": authentication.json.merging(["findings": authentication.findings.map(\.json)]) { $1 },
                 "tpm": tpm.json,
                 "ok": ok,
-            ] as [String: Any])
+            ] as [String: Any]))
         } else {
             var text = "storage: " + (etcdInUse ? "the etcd keychain \(spec)" : secretServiceInUse ? "the Secret Service (\(spec))" : "the keychain file \(spec)")
                 + ", \(reason.sentence)\n"
@@ -99,7 +105,7 @@ struct Doctor: ParsableCommand {
             text += "TPM 2.0 (Secure Enclave keys, sealed keychains):\n" + Self.lines(tpm.findings)
             text += ok ? "result: ok — the storage in use can be used\n"
                 : "result: PROBLEM — the \(etcdInUse ? "etcd keychain" : secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
-            writeOut(text)
+            writeOut(Redaction.redacted(text))
         }
         if !ok { throw ExitCode(1) }
     }
@@ -464,7 +470,7 @@ struct EtcdReport {
         let keychain = diagnosis.keychain
         let configuration = diagnosis.configuration
         if keychain.exists == true, keychain.error == nil {
-            let timeout = keychain.lockAfterTimeout.map { "locks after \(Int($0)) s" } ?? "no lock timeout"
+            let timeout = keychain.lockAfterTimeout.map { "locks after \(wholeSeconds($0)) s" } ?? "no lock timeout"
             findings.append(DoctorFinding(severity: .ok, check: "keychain",
                                           detail: "\(configuration.name) exists: header format \(keychain.headerFormat.map(String.init) ?? "?"), \(timeout)", fix: nil))
         } else if keychain.exists == false {

@@ -61,7 +61,7 @@ struct CreateKeychain: ParsableCommand {
                 _ = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
             }
             let list = ToolConfig.read("search-list")
-            if !list.contains(path) { try? ToolConfig.write("search-list", (list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [path]) }
+            if !list.contains(path) { ToolConfig.updateSearchList((list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [path]) }
         }
     }
 
@@ -78,7 +78,7 @@ struct CreateKeychain: ParsableCommand {
         let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
         _ = try call(function) { try EtcdKeychain.create(configuration, password: secret) }
         let list = ToolConfig.read("search-list")
-        if !list.contains(spec) { try? ToolConfig.write("search-list", (list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [spec]) }
+        if !list.contains(spec) { ToolConfig.updateSearchList((list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [spec]) }
         #else
         throw etcdUnsupported(spec, function: function)
         #endif
@@ -128,14 +128,14 @@ struct DeleteKeychain: ParsableCommand {
                 throw etcdUnsupported(argument, function: "SecKeychainDelete")
                 #endif
                 let list = ToolConfig.read("search-list")
-                if list.contains(argument) { try? ToolConfig.write("search-list", list.filter { $0 != argument }) }
+                if list.contains(argument) { ToolConfig.updateSearchList(list.filter { $0 != argument }) }
                 continue
             }
             let path = try KeychainSpec.file(argument, verb: "delete-keychain",
                                              what: "keystone never deletes a Secret Service collection")
             try call("SecKeychainDelete") { try KeychainFile.delete(at: path) }
             let list = ToolConfig.read("search-list")
-            if list.contains(path) { try? ToolConfig.write("search-list", list.filter { $0 != path }) }
+            if list.contains(path) { ToolConfig.updateSearchList(list.filter { $0 != path }) }
         }
     }
 }
@@ -321,7 +321,7 @@ struct ShowKeychainInfo: ParsableCommand {
         if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
             #if canImport(KeychainEtcd)
             let timeout = try openEtcd(spec, function: "SecKeychainCopySettings").lockAfterTimeout
-            writeOut("Keychain \"\(spec)\"" + (timeout.map { " timeout=\(Int($0))s" } ?? " no-timeout") + "\n")
+            writeOut("Keychain \"\(spec)\"" + (timeout.map { " timeout=\(wholeSeconds($0))s" } ?? " no-timeout") + "\n")
             #else
             throw etcdUnsupported(spec, function: "SecKeychainCopySettings")
             #endif
@@ -332,7 +332,7 @@ struct ShowKeychainInfo: ParsableCommand {
         let settings = try openKeychain(path, function: "SecKeychainCopySettings").settings
         var line = "Keychain \"\(path)\""
         if settings.lockOnSleep { line += " lock-on-sleep" }
-        line += settings.lockAfterTimeout.map { " timeout=\(Int($0))s" } ?? " no-timeout"
+        line += settings.lockAfterTimeout.map { " timeout=\(wholeSeconds($0))s" } ?? " no-timeout"
         writeOut(line + "\n")
     }
 }
@@ -345,12 +345,19 @@ struct ListKeychains: ParsableCommand {
 
     mutating func run() throws {
         if set {
-            try call("SecKeychainSetSearchList") {
-                do { try ToolConfig.write("search-list", keychains.map(resolveKeychain)) } catch { throw EngineError(Status.wrPerm) }
+            let paths = keychains.map(resolveKeychain)
+            if let secret = paths.first(where: Redaction.holdsCredential) {
+                throw UsageFailure(message: Self.credentialRefusal("list-keychains", secret))
             }
+            try ToolConfig.write("search-list", paths, function: "SecKeychainSetSearchList")
             return
         }
-        for path in ToolConfig.searchList { writeOut("    \"\(path)\"\n") }
+        for path in ToolConfig.searchList { writeOut("    \"\(Redaction.redacted(path))\"\n") }
+    }
+
+    /// Why a keychain URL holding a credential is not written to a settings file.
+    static func credentialRefusal(_ verb: String, _ spec: String) -> String {
+        "keystone: \(verb): \(Redaction.redacted(spec)) holds a password: settings files never keep one. Name the etcd user with ?user=NAME and give its password in KEYSTONE_ETCD_PASSWORD"
     }
 }
 
@@ -362,17 +369,25 @@ struct DefaultKeychain: ParsableCommand {
     mutating func run() throws {
         if let keychain {
             let path = resolveKeychain(keychain)
-            try call("SecKeychainSetDefault") {
-                do { try ToolConfig.write("default-keychain", [path]) } catch { throw EngineError(Status.wrPerm) }
+            if Redaction.holdsCredential(path) {
+                throw UsageFailure(message: ListKeychains.credentialRefusal("default-keychain", path))
             }
+            try ToolConfig.write("default-keychain", [path], function: "SecKeychainSetDefault")
             return
         }
-        writeOut("    \"\(ToolConfig.defaultKeychain)\"\n")
+        writeOut("    \"\(Redaction.redacted(ToolConfig.defaultKeychain))\"\n")
     }
 }
 
 struct DumpKeychain: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "dump-keychain", abstract: "Show every password item's attributes (and, with -d, its secret).")
+    static let configuration = CommandConfiguration(
+        commandName: "dump-keychain", abstract: "Show every password item's attributes (and, with -d, its secret).",
+        discussion: """
+        Values are shown as they are stored, escaped: text that is not printable (control characters, bytes that are \
+        not UTF-8) is shown as hex and octal escapes, never sent to the terminal raw. A date no calendar can show \
+        (outside the years 0001-9999, NaN, infinity: anything another program could plant in a shared storage) is \
+        shown as <invalid date>, and as null with --json.
+        """)
     @Flag(name: .customShort("d"), help: "Include the secrets.") var withData = false
     @Flag(help: "Print JSON.") var json = false
     @Argument(help: "Keychains (default: the search list).") var keychains: [String] = []

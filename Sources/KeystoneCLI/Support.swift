@@ -16,7 +16,8 @@ import Darwin
 /// A failure the tool reports as `keystone: <function>: <message>` and exits with the status's low byte.
 ///
 /// The first line is `security`'s: the function and Apple's message. When Keystone knows more (which file, its
-/// owner and mode, what to run), a second line says it; it never holds a secret.
+/// owner and mode, what to run), a second line says it; it never holds a secret: a keychain argument in either line
+/// is shown with any credential masked (``Redaction``).
 struct ToolFailure: Error {
     let function: String
     let status: Int32
@@ -24,7 +25,7 @@ struct ToolFailure: Error {
     var exitCode: Int32 { Int32(UInt8(truncatingIfNeeded: status)) }
     var message: String {
         let first = "keystone: \(function): \(Status.message(for: status))"
-        return reason.isEmpty ? first : first + "\nkeystone: " + reason
+        return Redaction.redacted(reason.isEmpty ? first : first + "\nkeystone: " + reason)
     }
 }
 
@@ -32,11 +33,20 @@ struct ToolFailure: Error {
 struct MessageFailure: Error {
     let message: String
     let exitCode: Int32
+
+    /// The message with any credential of a URL in it masked (``Redaction``).
+    init(message: String, exitCode: Int32) {
+        self.message = Redaction.redacted(message)
+        self.exitCode = exitCode
+    }
 }
 
 /// A usage problem found after parsing (exit status 2, as other usage errors).
 struct UsageFailure: Error {
     let message: String
+
+    /// The message with any credential of a URL in it masked (``Redaction``).
+    init(message: String) { self.message = Redaction.redacted(message) }
 }
 
 /// A reason with, for a locked Secret Service collection or etcd keychain, how to unlock it.
@@ -69,14 +79,33 @@ enum ToolConfig {
         return (env["HOME"] ?? NSHomeDirectory()) + "/.config/keystone"
     }
 
+    /// A settings file's lines; none (with a warning on standard error, once) when it cannot be trusted: see
+    /// ``SettingsFiles``.
     static func read(_ name: String) -> [String] {
-        guard let text = try? String(contentsOfFile: directory + "/" + name, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+        let (lines, warning) = SettingsFiles.load(name, in: directory)
+        if let warning { SettingsFiles.warn(warning) }
+        return lines
     }
 
-    static func write(_ name: String, _ lines: [String]) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/" + name, atomically: true, encoding: .utf8)
+    /// Writes a settings file: mode 0600 whatever the umask, atomically, in a directory only this user can write.
+    ///
+    /// - Throws: ``ToolFailure`` with errSecWrPerm for `function`, saying why and what to run.
+    static func write(_ name: String, _ lines: [String], function: String) throws {
+        do {
+            try SettingsFiles.store(name, lines, in: directory)
+        } catch {
+            throw ToolFailure(function: function, status: Status.wrPerm, reason: error.reason)
+        }
+    }
+
+    /// Updates the search list after a keychain was created or deleted; a failure is a warning (the keychain
+    /// itself was created or deleted).
+    static func updateSearchList(_ lines: [String]) {
+        do {
+            try SettingsFiles.store("search-list", lines, in: directory)
+        } catch {
+            SettingsFiles.warn("the search list was not updated: \(error.reason)")
+        }
     }
 
     /// The storage `KEYSTONE_BACKEND` asks for: `file` (or unset) for keychain files, `secret-service` or
@@ -208,8 +237,19 @@ func resolveKeychain(_ argument: String) -> String {
     return KeychainFile.keychainDirectory + "/" + name
 }
 
-/// Opens a keychain file; the default one is created on first use (with a one-time note about its empty password).
+/// Opens a keychain file; the login keychain is created on first use (with a one-time note about its empty
+/// password).
+///
+/// Decision: a keychain `KEYSTONE_KEYCHAIN` names is never created here (a typo would otherwise make a new keychain
+/// with an empty password and keep secrets there): errSecNoSuchKeychain says to run `create-keychain`, unless
+/// `KEYSTONE_KEYCHAIN_CREATE=1` asks for it, as the library does (`KeychainServicesDefaults.environmentEngine`).
 func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -> KeychainFile {
+    let environment = ProcessInfo.processInfo.environment
+    if let variable = environment["KEYSTONE_KEYCHAIN"], !variable.isEmpty, path == variable,
+       environment["KEYSTONE_KEYCHAIN_CREATE"] != "1", !FileManager.default.fileExists(atPath: path) {
+        throw ToolFailure(function: function, status: Status.noSuchKeychain,
+                          reason: "KEYSTONE_KEYCHAIN names \(path), which does not exist: create it with `keystone create-keychain \(path)`, correct KEYSTONE_KEYCHAIN, or set KEYSTONE_KEYCHAIN_CREATE=1 to have it created with an empty password")
+    }
     if path == ToolConfig.defaultKeychain && path == KeychainFile.defaultPath {
         let (file, created) = try call(function) { try KeychainFile.openDefault(secureEnclave: toolSecureEnclave) }
         if created {
@@ -310,9 +350,13 @@ func securityQuoted(_ data: Data) -> String {
     return "0x" + data.map { String(format: "%02X", $0) }.joined() + "  \"" + escaped(data) + "\""
 }
 
+/// Whether bytes are UTF-8 text a terminal shows as it is: no C0 control (below U+0020), no DEL, no C1 control
+/// (U+0080…U+009F: U+009B is a CSI on terminals that honour 8-bit controls).
+///
+/// Decision: C1 controls count as unprintable, as C0 ones do, so a stored value can never drive the terminal.
 func isPrintable(_ data: Data) -> Bool {
     guard let text = String(data: data, encoding: .utf8) else { return false }
-    return text.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
+    return text.unicodeScalars.allSatisfy { $0.value >= 0x20 && !(0x7F...0x9F).contains($0.value) }
 }
 
 func escaped(_ data: Data) -> String {
@@ -327,31 +371,62 @@ func passwordForW(_ data: Data) -> String {
     isPrintable(data) ? String(decoding: data, as: UTF8.self) : data.map { String(format: "%02x", $0) }.joined()
 }
 
-/// `date` in UTC as `yyyyMMddHHmmss'Z'`, without a DateFormatter (making one per item made a dump of 100,000
-/// items take most of a minute).
-func compactUTC(_ date: Date) -> String {
-    var time = time_t(date.timeIntervalSince1970.rounded(.down))
+// MARK: - Dates and numbers from a storage
+
+/// What the text forms print for a date no calendar can show (`"cdat"<timedate>=<invalid date>`); `--json` prints
+/// `null` instead.
+let invalidDateMarker = "<invalid date>"
+
+/// A date's fields in UTC, or nil when it cannot be shown: not finite, or outside the years 0001…9999.
+///
+/// Decision: a storage is read as it is, so a date may be anything a Double holds (a planted Secret Service item
+/// holds 1e300 s, NaN or infinity as easily as today). Only the years 0001…9999 are shown: the range of ISO 8601
+/// without expansion and of `security`'s `yyyyMMddHHmmssZ`; every other value is shown as invalid, never converted
+/// to `time_t` (which traps out of range) nor passed to `gmtime_r` (which fails past its year range).
+func utcFields(_ date: Date) -> (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int)? {
+    let seconds = date.timeIntervalSince1970
+    // 0001-01-01T00:00:00Z and 10000-01-01T00:00:00Z, in seconds since 1970.
+    guard seconds.isFinite, seconds >= -62_135_596_800, seconds < 253_402_300_800 else { return nil }
+    var time = time_t(seconds.rounded(.down))
     var parts = tm()
-    gmtime_r(&time, &parts)
-    return String(format: "%04d%02d%02d%02d%02d%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                  Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    guard gmtime_r(&time, &parts) != nil else { return nil }
+    return (Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
 }
 
-/// `date` in UTC as ISO 8601 (`2026-11-24T16:30:00Z`), for `--json`.
-func isoUTC(_ date: Date) -> String {
-    let c = Array(compactUTC(date))
-    return "\(String(c[0..<4]))-\(String(c[4..<6]))-\(String(c[6..<8]))T\(String(c[8..<10])):\(String(c[10..<12])):\(String(c[12..<14]))Z"
+/// `date` in UTC as `yyyyMMddHHmmss'Z'`, without a DateFormatter (making one per item made a dump of 100,000
+/// items take most of a minute); nil when it cannot be shown (see ``utcFields(_:)``).
+func compactUTC(_ date: Date) -> String? {
+    guard let f = utcFields(date) else { return nil }
+    return String(format: "%04d%02d%02d%02d%02d%02dZ", f.year, f.month, f.day, f.hour, f.minute, f.second)
 }
 
+/// `date` in UTC as ISO 8601 (`2026-11-24T16:30:00Z`), for `--json`; nil when it cannot be shown (JSON gets `null`).
+func isoUTCIfValid(_ date: Date) -> String? {
+    guard let f = utcFields(date) else { return nil }
+    return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", f.year, f.month, f.day, f.hour, f.minute, f.second)
+}
+
+/// `date` in UTC as ISO 8601, or ``invalidDateMarker`` when it cannot be shown.
+func isoUTC(_ date: Date) -> String { isoUTCIfValid(date) ?? invalidDateMarker }
+
+/// `security`'s `<timedate>` value: the compact UTC text as hex and quoted, or ``invalidDateMarker``.
 func timedate(_ date: Date) -> String {
-    let text = compactUTC(date)
+    guard let text = compactUTC(date) else { return invalidDateMarker }
     let hex = (Array(text.utf8) + [0]).map { String(format: "%02X", $0) }.joined()
     return "0x\(hex)  \"\(text)\\000\""
 }
 
+/// A four-character code's bytes (the low 32 bits of `n`, big-endian), quoted as `security` quotes blobs: any
+/// byte that is not printable is shown escaped, never sent to the terminal.
 func fourCharCode(_ n: Int64) -> String {
-    let bytes = (0..<4).map { UInt8(truncatingIfNeeded: n >> (24 - 8 * $0)) }
-    return String(decoding: bytes, as: UTF8.self)
+    securityQuoted(Data((0..<4).map { UInt8(truncatingIfNeeded: n >> (24 - 8 * $0)) }))
+}
+
+/// A number of seconds from a storage (a lock timeout) as whole seconds; values no Int holds (NaN, infinity,
+/// 1e300) as Swift prints the Double, never converted (which traps).
+func wholeSeconds(_ seconds: TimeInterval) -> String {
+    guard seconds.isFinite, abs(seconds) < 1e15 else { return "\(seconds)" }
+    return String(Int64(seconds.rounded(.down)))
 }
 
 /// The attribute block `security find-*-password` prints.
@@ -366,9 +441,13 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
     }
     func uint32(_ key: String, fourChar: Bool = false) -> String {
         // A number attribute given as a four-character string (older code does) is kept as that string.
-        if case .string(let s)? = attributes[key] { return "\"\(s)\"" }
+        switch attributes[key] {
+        case .string(let s)?: return securityQuoted(Data(s.utf8))
+        case .data(let d)?: return securityQuoted(d)
+        default: break
+        }
         guard let n = attributes[key]?.integerValue, n != 0 || !fourChar else { return "<NULL>" }
-        return fourChar ? "\"\(fourCharCode(n))\"" : String(format: "0x%08X ", UInt32(truncatingIfNeeded: n))
+        return fourChar ? fourCharCode(n) : String(format: "0x%08X ", UInt32(truncatingIfNeeded: n))
     }
     func sint32(_ key: String) -> String {
         guard let b = attributes[key]?.boolValue else { return "<NULL>" }
@@ -387,7 +466,7 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
     lines.append("    0x00000008 <blob>=<NULL>")
     lines.append("    \"acct\"<blob>=\(blob(Key.account))")
     if cls == "inet" {
-        let atyp = attributes[Key.authenticationType]?.textValue.map { "\"\($0)\"" } ?? "<NULL>"
+        let atyp = uint32(Key.authenticationType, fourChar: true)
         lines.append("    \"atyp\"<blob>=\(atyp)")
     }
     lines.append("    \"cdat\"<timedate>=\(date(Key.creationDate))")
@@ -405,7 +484,7 @@ func attributeBlock(_ attributes: KeychainQuery, keychain: String) -> String {
     }
     lines.append("    \"prot\"<blob>=\(blob(Key.protection))")
     if cls == "inet" {
-        let ptcl = attributes[Key.protocol]?.stringValue.map { "\"\($0)\"" } ?? "<NULL>"
+        let ptcl = uint32(Key.protocol, fourChar: true)
         lines.append("    \"ptcl\"<uint32>=\(ptcl)")
     }
     lines.append("    \"scrp\"<sint32>=\(sint32Number(Key.scriptCode))")
@@ -428,9 +507,10 @@ func jsonObject(_ attributes: KeychainQuery, keychain: String, secret: Data?) ->
         case .string(let s): fields[key] = s
         case .data(let d): fields[key] = isPrintable(d) ? String(decoding: d, as: UTF8.self) : d.base64EncodedString()
         case .number(let n): fields[key] = n
-        case .double(let d): fields[key] = d
+        case .double(let d): fields[key] = d.isFinite ? d as Any : NSNull()
         case .bool(let b): fields[key] = b
-        case .date(let d): fields[key] = isoUTC(d)
+        // Decision: a date no calendar can show (see utcFields) is null, documented in dump-keychain's help.
+        case .date(let d): fields[key] = isoUTCIfValid(d) ?? NSNull()
         case .accessControl(let ac): fields[key] = ["accessibility": ac.accessibility.rawValue, "flags": ac.flags.rawValue]
         case .authenticationContext: continue
         }
@@ -440,8 +520,34 @@ func jsonObject(_ attributes: KeychainQuery, keychain: String, secret: Data?) ->
     return object
 }
 
+/// Prints `value` as JSON (pretty, keys sorted).
+///
+/// Numbers JSON cannot hold (NaN, infinity) become `null`, and DEL and the C1 controls (U+007F…U+009F), which JSON
+/// allows raw in strings, are written as `\u00XX` escapes, so a value from a storage never reaches the terminal as
+/// a control. If the value still cannot be encoded, the tool says so and exits 1 rather than print nothing.
 func printJSON(_ value: Any) {
-    if let data = try? JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys]) {
-        writeOut(String(decoding: data, as: UTF8.self) + "\n")
+    guard let data = try? JSONSerialization.data(withJSONObject: jsonSafe(value), options: [.prettyPrinted, .sortedKeys]) else {
+        writeErr("keystone: the output could not be encoded as JSON\n")
+        exit(1)
+    }
+    var text = ""
+    for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
+        if (0x7F...0x9F).contains(scalar.value) {
+            text += String(format: "\\u%04x", scalar.value)
+        } else {
+            text.unicodeScalars.append(scalar)
+        }
+    }
+    writeOut(text + "\n")
+}
+
+/// `value` with every number JSON cannot hold (NaN, ±infinity) replaced by `null`.
+func jsonSafe(_ value: Any) -> Any {
+    switch value {
+    case let dictionary as [String: Any]: return dictionary.mapValues(jsonSafe)
+    case let array as [Any]: return array.map(jsonSafe)
+    case let double as Double where !double.isFinite: return NSNull()
+    case let float as Float where !float.isFinite: return NSNull()
+    default: return value
     }
 }

@@ -6,6 +6,8 @@ struct Run {
     let status: Int32
     let stdout: String
     let stderr: String
+    /// True when the program was ended by a signal (a Swift trap is SIGILL or SIGTRAP): ``status`` is then the signal.
+    var signaled = false
 
     /// Runs `executable` with `arguments`, writing `input` to its standard input and closing it.
     ///
@@ -31,7 +33,7 @@ struct Run {
         process.waitUntilExit()
         let stderrData = (try? Data(contentsOf: errorFile)) ?? Data()
         return Run(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                   stderr: String(decoding: stderrData, as: UTF8.self))
+                   stderr: String(decoding: stderrData, as: UTF8.self), signaled: process.terminationReason == .uncaughtSignal)
     }
 }
 
