@@ -1,17 +1,18 @@
 #if !canImport(Darwin)
 import Foundation
 import KeychainEngine
-import SwiftASN1
-@_spi(FixedExpiryValidationTime) @_spi(DisableValidityCheck) import X509
+import X509
 
-// SecTrust on Linux: chain building and validation by swift-certificates' Verifier (RFC 5280 path validation,
-// and its ServerIdentityPolicy for an SSL policy's host name), against the system's roots (TrustRoots.swift) or
-// the anchors set with SecTrustSetAnchorCertificates. Names, signatures and error codes are Apple's (SecTrust.h;
-// the rules of Apple's open-source SecTrust.c and trustd noted where they apply).
+// SecTrust on Linux: the trust object and Apple's SecTrust functions. Chain building and validation are
+// swift-certificates' Verifier (RFC 5280 path validation), with Apple's SSL policy checks (SecPolicyChecks.swift:
+// extended key usage, validity caps, SHA-1) and the SSL policy's host name, against the system's roots
+// (TrustRoots.swift) or the anchors set with SecTrustSetAnchorCertificates (SecTrustEvaluation.swift). Names,
+// signatures and error codes are Apple's (SecTrust.h; the rules of Apple's open-source SecTrust.c and trustd noted
+// where they apply).
 //
 // Not modelled: revocation (OCSP/CRL), Certificate Transparency, Apple's pinned policies, the keychains' and the
-// network's intermediates (AIA fetching), user trust settings, extended key usage. Chains are built only from the
-// certificates given and the anchors.
+// network's intermediates (AIA fetching), user trust settings. Chains are built only from the certificates given and
+// the anchors.
 
 /// The outcome of an evaluation (`SecTrustResultType`): ``SecTrustResultType/unspecified`` for a trusted chain,
 /// ``SecTrustResultType/recoverableTrustFailure`` when it failed.
@@ -99,7 +100,7 @@ public final class SecTrust: NSObject, @unchecked Sendable {
             let evaluation = TrustEvaluation(
                 leaf: trust.certificates[0], intermediates: Array(trust.certificates.dropFirst()),
                 anchors: roots, systemRoots: systemRoots, date: trust.verifyDate ?? Date(),
-                hostname: trust.policies.lazy.compactMap(\.hostname).first)
+                policies: trust.policies.map(\.kind))
             let outcome = evaluation.run()
             trust.outcome = outcome
             return outcome
@@ -109,219 +110,6 @@ public final class SecTrust: NSObject, @unchecked Sendable {
     /// `<SecTrust: N certificates, evaluated|not evaluated>`.
     public override var description: String {
         "<SecTrust: \(certificates.count) certificate\(certificates.count == 1 ? "" : "s"), \(evaluated == nil ? "not evaluated" : "evaluated")>"
-    }
-}
-
-// MARK: - Evaluation
-
-/// One evaluation's inputs, and the rule that turns the verifier's answers into Apple's result.
-struct TrustEvaluation {
-    let leaf: SecCertificate
-    let intermediates: [SecCertificate]
-    let anchors: [SecCertificate]
-    let systemRoots: [Certificate]
-    let date: Date
-    let hostname: String?
-
-    /// Evaluates, then (on failure) tells which of Apple's errors applies.
-    ///
-    /// The verifier says only "no valid chain", so the reason is found by asking again with less: first without the
-    /// validity dates and the host name (is there a path to an anchor at all?), then looking at the dates of the
-    /// path found, then asking with the host name. When several apply, the first in Apple's order is reported
-    /// (SecTrust.c lists its errors by priority: … expired, not trusted, name mismatch …):
-    /// 1. A certificate of the path is not valid at the verification date (expired or not yet valid):
-    ///    `errSecCertificateExpired`, "“<that certificate>” certificate is expired" (Apple's one temporal-validity
-    ///    error covers both).
-    /// 2. No path reaches an anchor, "“<last certificate of the partial chain>” certificate is not trusted": with
-    ///    `errSecNotTrusted` when that last certificate is self-issued (a root that is not an anchor: Apple's
-    ///    AnchorTrusted check), `errSecCreateChainFailed` when it is not (its issuer is missing: Apple's
-    ///    MissingIntermediate check). Apple's SecPolicyChecks.list gives both the "not trusted" subtype, hence the
-    ///    one message. Other path failures (bad signature, a non-CA used as a CA) are reported the same way here;
-    ///    Apple has finer codes for them.
-    /// 3. The SSL policy's host name is not among the leaf's names: `errSecHostNameMismatch`,
-    ///    "“<leaf>” certificate name does not match input".
-    ///
-    /// Apple's CFError also carries an underlying error listing every failure of every certificate; here the
-    /// CFError has the reported failure only.
-    func run() -> SecTrust.Outcome {
-        let known = Dictionary((anchors + intermediates + [leaf]).map { ($0.certificate, $0) }, uniquingKeysWith: { a, _ in a })
-        func wrap(_ chain: [Certificate]) -> [SecCertificate] {
-            chain.compactMap { known[$0] ?? SecCertificate(der: Data($0.derBytes)) }
-        }
-        // Apple trusts a leaf that is itself an anchor (a self-signed server certificate set as the anchor), checking
-        // only its dates and the host name. swift-certificates' RFC 5280 policy refuses a root that is not a CA, so
-        // that case is decided here.
-        if anchors.contains(leaf) || systemRoots.contains(leaf.certificate) {
-            if date < leaf.certificate.notValidBefore || date > leaf.certificate.notValidAfter {
-                return .init(chain: [leaf], failure: (errSecCertificateExpired, "“\(Self.name(leaf))” certificate is expired"))
-            }
-            if !hostnameMatches(leaf.certificate) {
-                return .init(chain: [leaf], failure: (errSecHostNameMismatch, "“\(Self.name(leaf))” certificate name does not match input"))
-            }
-            return .init(chain: [leaf], failure: nil)
-        }
-        if let chain = validate(checkDates: true, checkHostname: true) {
-            return .init(chain: wrap(chain), failure: nil)
-        }
-        let path: [Certificate]
-        let reachesAnchor: Bool
-        if let chain = validate(checkDates: false, checkHostname: false) {
-            path = chain
-            reachesAnchor = true
-        } else {
-            path = partialChain()
-            reachesAnchor = false
-        }
-        let chain = wrap(path)
-        if let index = path.firstIndex(where: { date < $0.notValidBefore || date > $0.notValidAfter }) {
-            return .init(chain: chain, failure: (errSecCertificateExpired, "“\(Self.name(chain[index]))” certificate is expired"))
-        }
-        if reachesAnchor, hostname != nil, validate(checkDates: false, checkHostname: true) == nil {
-            return .init(chain: chain, failure: (errSecHostNameMismatch, "“\(Self.name(leaf))” certificate name does not match input"))
-        }
-        let last = path.last ?? leaf.certificate
-        let status = reachesAnchor || last.subject == last.issuer ? errSecNotTrusted : errSecCreateChainFailed
-        return .init(chain: chain, failure: (status, "“\(Self.name(chain.last ?? leaf))” certificate is not trusted"))
-    }
-
-    /// The name Apple's messages give a certificate: its subject summary.
-    static func name(_ certificate: SecCertificate) -> String {
-        certificate.subjectSummary ?? ""
-    }
-
-    /// The verifier's chain (leaf to anchor), or nil when it finds none meeting the policies.
-    func validate(checkDates: Bool, checkHostname: Bool) -> [Certificate]? {
-        let roots = anchors.map(\.certificate) + systemRoots
-        let leaf = leaf.certificate
-        let intermediates = intermediates.map(\.certificate)
-        let date = date
-        let host = checkHostname ? hostname : nil
-        return BlockingVerification.run {
-            var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
-                if checkDates {
-                    RFC5280Policy(fixedExpiryValidationTime: date)
-                } else {
-                    RFC5280Policy.withValidityCheckDisabled()
-                }
-                if let host {
-                    // An IP literal is matched against the leaf's IP address names, anything else its DNS names.
-                    ServerIdentityPolicy(serverHostname: isIPLiteral(host) ? nil : host,
-                                         serverIP: isIPLiteral(host) ? host : nil)
-                }
-            }
-            switch await verifier.validate(leaf: leaf, intermediates: CertificateStore(intermediates)) {
-            case .validCertificate(let chain): return Array(chain)
-            case .couldNotValidate: return nil
-            }
-        }
-    }
-
-    /// Whether the SSL policy's host name (if any) is among the certificate's names, by swift-certificates'
-    /// ServerIdentityPolicy alone.
-    func hostnameMatches(_ certificate: Certificate) -> Bool {
-        guard let host = hostname else { return true }
-        return BlockingVerification.run {
-            var verifier = Verifier(rootCertificates: CertificateStore([certificate])) {
-                HostnameOnlyPolicy(certificate: certificate, hostname: host)
-            }
-            if case .validCertificate = await verifier.validate(leaf: certificate, intermediates: CertificateStore()) { return true }
-            return false
-        }
-    }
-
-    /// When no chain reaches an anchor: the path Apple would report, following issuer names from the leaf through
-    /// the given certificates and the anchors, as far as it goes.
-    func partialChain() -> [Certificate] {
-        let pool = intermediates.map(\.certificate) + anchors.map(\.certificate) + systemRoots
-        var chain = [leaf.certificate]
-        while let tip = chain.last, tip.issuer != tip.subject, chain.count < 16,
-              let issuer = pool.first(where: { $0.subject == tip.issuer && !chain.contains($0) }) {
-            chain.append(issuer)
-        }
-        return chain
-    }
-}
-
-/// ServerIdentityPolicy for one certificate, which declares that certificate's critical extensions handled (so
-/// that only the name is checked).
-struct HostnameOnlyPolicy: VerifierPolicy {
-    var identity: ServerIdentityPolicy
-    let verifyingCriticalExtensions: [ASN1ObjectIdentifier]
-
-    init(certificate: Certificate, hostname: String) {
-        identity = ServerIdentityPolicy(serverHostname: isIPLiteral(hostname) ? nil : hostname,
-                                        serverIP: isIPLiteral(hostname) ? hostname : nil)
-        verifyingCriticalExtensions = certificate.extensions.filter(\.critical).map(\.oid)
-    }
-
-    mutating func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
-        identity.chainMeetsPolicyRequirements(chain: chain)
-    }
-}
-
-/// Whether `text` is an IPv4 or IPv6 literal (which an SSL policy matches against IP address names).
-func isIPLiteral(_ text: String) -> Bool {
-    var v4 = in_addr()
-    var v6 = in6_addr()
-    return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
-}
-
-/// Runs the verifier's async validation from synchronous code.
-///
-/// `Verifier.validate` is async, SecTrust's API is synchronous. The calling thread becomes the task's executor:
-/// the task is started with a task-executor preference for an executor whose jobs are queued and run by the
-/// calling thread itself, which waits on a condition until the task has finished. So no job of the validation
-/// ever runs on Swift's cooperative pool, and blocking the caller cannot starve the pool (a call from async code
-/// blocks its own thread for the evaluation, as Apple's synchronous SecTrustEvaluateWithError does; with stores
-/// made of certificates, as here, the validation never waits for anything but CPU).
-enum BlockingVerification {
-    static func run<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-        let executor = CallerThreadExecutor()
-        let result = Locked<T?>(nil)
-        Task(executorPreference: executor) {
-            let value = await body()
-            result.withLock { $0 = value }
-            executor.finish()
-        }
-        executor.runJobs()
-        guard let value = result.withLock({ $0 }) else { preconditionFailure("the validation task ended without a result") }
-        return value
-    }
-}
-
-/// A task executor whose jobs are run by the thread that calls ``runJobs()``, until ``finish()``.
-final class CallerThreadExecutor: TaskExecutor, @unchecked Sendable {
-    private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []
-    private var finished = false
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        condition.lock()
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
-    }
-
-    func finish() {
-        condition.lock()
-        finished = true
-        condition.signal()
-        condition.unlock()
-    }
-
-    func runJobs() {
-        while true {
-            condition.lock()
-            while jobs.isEmpty && !finished { condition.wait() }
-            if jobs.isEmpty {
-                condition.unlock()
-                return
-            }
-            let job = jobs.removeFirst()
-            condition.unlock()
-            job.runSynchronously(on: asUnownedTaskExecutor())
-        }
     }
 }
 
@@ -425,16 +213,27 @@ public func SecTrustSetVerifyDate(_ trust: SecTrust, _ verifyDate: CFDate) -> OS
 ///
 /// - Parameters:
 ///   - trust: The trust to evaluate. The result is kept until the policies, anchors or date change.
-///   - error: Nil, or receives on failure a CFError in `kCFErrorDomainOSStatus` with Apple's code and message:
+///   - error: Nil, or receives on failure a CFError in `kCFErrorDomainOSStatus` with Apple's code and message,
+///     the first in this order (Apple's) when several apply:
+///     `errSecInvalidDigestAlgorithm` (-67815, "“name” certificate is using a broken signature algorithm": SSL
+///     server policy, a certificate signed with SHA-1),
+///     `errSecCertificateValidityPeriodTooLong` (-67901, "“name” certificate is not standards compliant": SSL
+///     server policy, a leaf valid longer than Apple allows),
+///     `errSecNotTrusted` (-67843, "“name” certificate is not trusted": the chain ends at a root that is not an
+///     anchor) or `errSecCreateChainFailed` (-25318, same message: an issuer is missing),
+///     `errSecInvalidExtendedKeyUsage` (-67609, "“name” certificate is not permitted for this usage": SSL policy,
+///     the leaf's extended key usage lacks serverAuth, or clientAuth for a client policy; a CA certificate as a
+///     server's leaf),
+///     `errSecHostNameMismatch` (-67602, "“name” certificate name does not match input": the host is not among the
+///     leaf's subject alternative names),
 ///     `errSecCertificateExpired` (-67818, "“name” certificate is expired": a certificate of the chain is expired
-///     or not yet valid), `errSecNotTrusted` (-67843, "“name” certificate is not trusted": the chain ends at a
-///     root that is not an anchor) or `errSecCreateChainFailed` (-25318, same message: an issuer is missing),
-///     `errSecHostNameMismatch` (-67602, "“name” certificate name does not match input"). The first in that order
-///     is reported when several apply.
+///     or not yet valid).
 /// - Returns: `true` when the chain is trusted.
 /// - Important: Synchronous, and it may take milliseconds (the first call reads the system's roots): call it off
 ///   the main thread, as Apple asks. It never runs on Swift's cooperative pool; no revocation, Certificate
-///   Transparency or network fetching is done.
+///   Transparency or network fetching is done. The SSL policy checks what Apple's does beyond RFC 5280 (see
+///   SecPolicyChecks.swift): extended key usage, and for a server SHA-1 signatures and the leaf's validity period,
+///   stricter under the system's roots than under anchors the app set.
 public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutablePointer<CFError?>?) -> Bool {
     let outcome = trust.evaluate()
     guard let failure = outcome.failure else {

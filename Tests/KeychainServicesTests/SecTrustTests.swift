@@ -47,7 +47,8 @@ struct TrustPKI {
             issuerPrivateKey: .init(issuer?.key ?? key))
     }
 
-    /// A leaf issued by the intermediate (or self-signed), for `names` (DNS names, or IP literals).
+    /// A leaf issued by the intermediate (or self-signed), for `names` (DNS names, or IP literals), for TLS servers
+    /// (extended key usage serverAuth: Apple's SSL policy requires it of a leaf issued after July 2019).
     func leaf(_ commonName: String = "localhost", names: [String] = ["localhost", "127.0.0.1"],
               from notBefore: Date = date(2025), to notAfter: Date = date(2027),
               key: P256.Signing.PrivateKey = .init(), selfSigned: Bool = false) throws -> Certificate {
@@ -63,6 +64,7 @@ struct TrustPKI {
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames(alternativeNames)
             },
             issuerPrivateKey: .init(selfSigned ? key : intermediateKey))
@@ -197,11 +199,14 @@ struct SecTrustTests {
         #expect(evaluate(pki.trust([leaf, pki.intermediate], policy: SecPolicyCreateSSL(true, nil))).trusted)
     }
 
-    @Test("with several failures, expiry is reported before an untrusted root and a host mismatch")
+    @Test("with several failures, Apple's order: an untrusted root before a host mismatch, and both before expiry")
     func failureOrder() throws {
         let other = try TrustPKI(rootName: "Other Root CA")
         let leaf = try other.leaf("old.example", names: ["old.example"], from: TrustPKI.date(2021), to: TrustPKI.date(2022))
-        #expect(evaluate(other.trust([leaf, other.intermediate], anchors: [pki.root])).code == Int(errSecCertificateExpired))
+        // SecTrust.c reports the most important subtype: "not trusted" ranks above "expired".
+        #expect(evaluate(other.trust([leaf, other.intermediate], anchors: [pki.root])).code == Int(errSecCreateChainFailed))
+        #expect(evaluate(pki.trust([try pki.leaf("old.example", names: ["old.example"], from: TrustPKI.date(2021), to: TrustPKI.date(2022)),
+                                    pki.intermediate])).code == Int(errSecHostNameMismatch))
         let wrongHostUntrusted = try other.leaf("other.example", names: ["other.example"])
         #expect(evaluate(other.trust([wrongHostUntrusted, other.intermediate, other.root], anchors: [pki.root])).code == Int(errSecNotTrusted))
     }

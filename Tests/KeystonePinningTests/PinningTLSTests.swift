@@ -8,7 +8,7 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 import Testing
-import TLSTestServer
+@testable import TLSTestServer
 import X509
 
 /// What a callback received, read after the handshake.
@@ -67,10 +67,37 @@ struct PinningTLSTests {
     let pki: TestPKI
     let evaluator: TrustEvaluator
     static let host = "api.example.test"
+    /// Leaves are valid 800 days from TestPKI.notBefore (2025-01-01): within the 825 days Apple's SSL policy allows
+    /// a leaf issued after 1 July 2019 under an app's anchor. Evaluated a year in (2026-01-01).
+    static let leafNotAfter = TestPKI.notBefore.addingTimeInterval(800 * 86_400)
+    static let verifyDate = TestPKI.notBefore.addingTimeInterval(365 * 86_400)
 
     init() throws {
         pki = try TestPKI(name: "pinning")
-        evaluator = .system(anchors: [pki.root.certificate], anchorsOnly: true, verifyDate: TestPKI.verifyDate)
+        evaluator = .system(anchors: [pki.root.certificate], anchorsOnly: true, verifyDate: Self.verifyDate)
+    }
+
+    /// A server leaf for `hosts` (EKU serverAuth) from the pinned PKI's intermediate.
+    func leaf(hosts: [String], key: P256.Signing.PrivateKey = .init(), notAfter: Date = Self.leafNotAfter) throws -> TestPKI.Identity {
+        try pki.leaf(hosts: hosts, key: key, notAfter: notAfter)
+    }
+
+    /// A client certificate for `host` (EKU clientAuth only) from the pinned PKI's intermediate.
+    func clientLeaf(host: String) throws -> TestPKI.Identity {
+        let key = P256.Signing.PrivateKey()
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: TestPKI.notBefore, notValidAfter: Self.leafNotAfter,
+            issuer: pki.intermediate.certificate.subject, subject: try DistinguishedName { CommonName(host) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.clientAuth])
+                SubjectAlternativeNames([.dnsName(host)])
+            },
+            issuerPrivateKey: .init(pki.intermediate.key))
+        return TestPKI.Identity(certificate: certificate, key: key)
     }
 
     func pin(_ identity: TestPKI.Identity) -> String { SPKIPin(certificate: identity.certificate).description }
@@ -83,7 +110,7 @@ struct PinningTLSTests {
 
     @Test("a chain with a pinned key passes, whether the pin is the leaf's or the intermediate's", arguments: [true, false])
     func matchingPin(pinLeaf: Bool) async throws {
-        let leaf = try pki.leaf(hosts: [Self.host])
+        let leaf = try leaf(hosts: [Self.host])
         let policy = try PinningPolicy([
             .init(host: Self.host, pins: [pinLeaf ? pin(leaf) : pin(pki.intermediate), pinText(1)]),
         ])
@@ -94,7 +121,7 @@ struct PinningTLSTests {
 
     @Test("a trusted chain with no pinned key fails closed, naming the host and the pins seen")
     func noMatchingPin() async throws {
-        let leaf = try pki.leaf(hosts: [Self.host])
+        let leaf = try leaf(hosts: [Self.host])
         let reports = Collected<PinningFailureReport>()
         let policy = try PinningPolicy([.init(host: Self.host, pins: [pinText(1), pinText(2)])], onFailure: { reports.append($0) })
         let seen = [leaf, pki.intermediate, pki.root].map { SPKIPin(certificate: $0.certificate) }
@@ -111,16 +138,16 @@ struct PinningTLSTests {
     @Test("the backup pin keeps the app online after the server rotates to the backup key; a third key fails")
     func rotation() async throws {
         let backupKey = P256.Signing.PrivateKey()
-        let current = try pki.leaf(hosts: [Self.host])
+        let current = try leaf(hosts: [Self.host])
         let backupPin = SPKIPin(subjectPublicKeyInfo: backupKey.publicKey.derRepresentation).description
         let policy = try PinningPolicy([.init(host: Self.host, pins: [pin(current), backupPin])])
         try await withServer(current) { port in
             try await connect(port: port, host: Self.host, policy: policy, evaluator: evaluator)
         }
-        try await withServer(try pki.leaf(hosts: [Self.host], key: backupKey)) { port in
+        try await withServer(try leaf(hosts: [Self.host], key: backupKey)) { port in
             try await connect(port: port, host: Self.host, policy: policy, evaluator: evaluator)
         }
-        try await withServer(try pki.leaf(hosts: [Self.host])) { port in
+        try await withServer(try leaf(hosts: [Self.host])) { port in
             await #expect(throws: PinningError.self) {
                 try await connect(port: port, host: Self.host, policy: policy, evaluator: evaluator)
             }
@@ -129,7 +156,7 @@ struct PinningTLSTests {
 
     @Test("an expired policy no longer enforces its pins; before its expiration it does", arguments: [true, false])
     func expiredPolicy(expired: Bool) async throws {
-        let leaf = try pki.leaf(hosts: [Self.host])
+        let leaf = try leaf(hosts: [Self.host])
         let expiration = Date(timeIntervalSince1970: 1_900_000_000)
         let policy = try PinningPolicy(
             [.init(host: Self.host, pins: [pinText(1), pinText(2)], expiration: expiration)],
@@ -147,7 +174,7 @@ struct PinningTLSTests {
 
     @Test("report-only allows a chain without a pinned key and reports it")
     func reportOnly() async throws {
-        let leaf = try pki.leaf(hosts: [Self.host])
+        let leaf = try leaf(hosts: [Self.host])
         let reports = Collected<PinningFailureReport>()
         let policy = try PinningPolicy([.init(host: Self.host, pins: [pinText(1), pinText(2)])],
                                        mode: .reportOnly, onFailure: { reports.append($0) })
@@ -160,7 +187,7 @@ struct PinningTLSTests {
 
     @Test("a host outside the policy gets normal trust only")
     func hostOutsidePolicy() async throws {
-        let leaf = try pki.leaf(hosts: [Self.host, "other.example.test"])
+        let leaf = try leaf(hosts: [Self.host, "other.example.test"])
         let policy = try PinningPolicy([.init(host: Self.host, pins: [pinText(1), pinText(2)])])
         try await withServer(leaf) { port in
             try await connect(port: port, host: "other.example.test", policy: policy, evaluator: evaluator)
@@ -174,11 +201,11 @@ struct PinningTLSTests {
 
     @Test("normal trust is enforced first, even in report-only mode, with Apple's OSStatus", arguments: TrustCase.allCases)
     func trustFailures(trustCase: TrustCase) async throws {
-        let leaf = try pki.leaf(hosts: [trustCase == .wrongHost ? "elsewhere.example.test" : Self.host],
-                                notAfter: trustCase == .expiredLeaf ? TestPKI.verifyDate.addingTimeInterval(-86_400) : TestPKI.notAfter)
+        let leaf = try leaf(hosts: [trustCase == .wrongHost ? "elsewhere.example.test" : Self.host],
+                                notAfter: trustCase == .expiredLeaf ? Self.verifyDate.addingTimeInterval(-86_400) : Self.leafNotAfter)
         let other = try TestPKI(name: "other")
         let evaluator = trustCase == .unknownRoot
-            ? TrustEvaluator.system(anchors: [other.root.certificate], anchorsOnly: true, verifyDate: TestPKI.verifyDate)
+            ? TrustEvaluator.system(anchors: [other.root.certificate], anchorsOnly: true, verifyDate: Self.verifyDate)
             : self.evaluator
         let policy = try PinningPolicy([.init(host: Self.host, pins: [pin(leaf), pinText(2)])], mode: .reportOnly)
         let status: Int32 = switch trustCase {
@@ -195,6 +222,27 @@ struct PinningTLSTests {
             } catch let error as TrustEvaluationError {
                 #expect(error.status == status)
             }
+        }
+    }
+
+    @Test("a client certificate (EKU clientAuth only) from the pinned CA is refused as a server, with errSecInvalidExtendedKeyUsage, even with its key pinned")
+    func clientCertificateAsServer() async throws {
+        let client = try clientLeaf(host: Self.host)
+        let policy = try PinningPolicy([.init(host: Self.host, pins: [pin(client), pin(pki.intermediate)])])
+        try await withServer(client) { port in
+            do {
+                try await connect(port: port, host: Self.host, policy: policy, evaluator: evaluator)
+                Issue.record("the handshake succeeded with a client certificate as the server's")
+            } catch let error as TrustEvaluationError {
+                #expect(error.status == -67609)  // errSecInvalidExtendedKeyUsage
+                #expect(error.message == "“\(Self.host)” certificate is not permitted for this usage")
+            }
+        }
+        // The same CA's server certificate for the host passes: only the usage differs.
+        let server = try leaf(hosts: [Self.host])
+        let serverPolicy = try PinningPolicy([.init(host: Self.host, pins: [pin(server), pin(pki.intermediate)])])
+        try await withServer(server) { port in
+            try await connect(port: port, host: Self.host, policy: serverPolicy, evaluator: evaluator)
         }
     }
 
