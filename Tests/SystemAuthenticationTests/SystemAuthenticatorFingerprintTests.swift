@@ -158,6 +158,28 @@ struct SystemAuthenticatorFingerprintTests {
         }
     }
 
+    @Test("each success reports the factor the person used: the finger, the password after a miss, both for .and",
+          .enabled(if: PAMFixture.canCreateUsers, "needs root and useradd to create a test user"))
+    func reportsFactor() async throws {
+        let user = try PAMFixture.user()
+        let directory = try PAMFixture.ServiceDirectory(["keystone": "auth required pam_unix.so nodelay\n"])
+        defer { directory.remove() }
+        try await withFixture { fixture in
+            try fixture.enroll(finger: "right-index-finger", scanID: Self.enrolled)
+            let prompter = PersonPrompter(fixture: fixture, scans: [Self.enrolled, Self.stranger, Self.enrolled],
+                                          answers: [user.password, user.password])
+            let authenticator = try Self.authenticator(fixture, prompter, pam: directory.path, attempts: 1)
+            #expect(authenticator.authenticateReportingFactors(Self.request(.userPresence)) == AuthenticationResult(.success, factors: [.biometry]))
+            #expect(authenticator.authenticateReportingFactors(Self.request(.userPresence)) == AuthenticationResult(.success, factors: [.passcode]),
+                    "the finger missed: the password stood in")
+            #expect(authenticator.authenticateReportingFactors(Self.request([.biometryAny, .devicePasscode, .and]))
+                    == AuthenticationResult(.success, factors: [.biometry, .passcode]))
+            #expect(authenticator.authenticateReportingFactors(Self.request(.devicePasscode)) == AuthenticationResult(.userCancel),
+                    "the script is used up: no answer is a cancel, with no factor")
+            #expect(prompter.failures.isEmpty, "\(prompter.failures)")
+        }
+    }
+
     @Test(".biometryCurrentSet items become unreadable after another finger is enrolled; .biometryAny items still read")
     func enrollmentChange() async throws {
         try await withFixture { fixture in
