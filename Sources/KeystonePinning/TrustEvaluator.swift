@@ -19,12 +19,14 @@ public struct TrustEvaluator: Sendable {
         self.evaluate = evaluate
     }
 
-    /// The platform's TLS server trust: the chain must lead to a trusted root, be valid at `verifyDate`, and the
-    /// leaf must name the host.
+    /// The platform's TLS server trust: the chain must lead to a trusted root, be valid at `verifyDate`, the leaf
+    /// must name the host and be a server's certificate (Apple's SSL server policy).
     ///
     /// This is `SecTrustEvaluateWithError` with `SecPolicyCreateSSL(true, host)` on every platform: Security's on
     /// Apple platforms, KeychainServices' on Linux (swift-certificates' verifier against the system roots:
-    /// `$SSL_CERT_FILE` / `$SSL_CERT_DIR`, else the distribution's CA bundle).
+    /// `$SSL_CERT_FILE` / `$SSL_CERT_DIR`, else the distribution's CA bundle, with Apple's SSL policy checks). So a
+    /// certificate of the pinned CA made for another use (a client certificate, code signing) is refused as the
+    /// server's, even when its key is pinned.
     ///
     /// - Parameters:
     ///   - anchors: Extra trusted roots (a private CA), as `SecTrustSetAnchorCertificates`.
@@ -32,8 +34,13 @@ public struct TrustEvaluator: Sendable {
     ///     when `anchors` is empty.
     ///   - verifyDate: The date the chain must be valid at (`SecTrustSetVerifyDate`); now when `nil`.
     /// - Returns: An evaluator whose failures are ``TrustEvaluationError``s with Apple's OSStatus: `errSecNotTrusted`
-    ///   (-67843), `errSecCertificateExpired` (-67818), `errSecCertificateNotValidYet` (-67819),
-    ///   `errSecHostNameMismatch` (-67602), `errSecDecode` (-26275) for bytes that are not a certificate.
+    ///   (-67843), `errSecCreateChainFailed` (-25318), `errSecCertificateExpired` (-67818),
+    ///   `errSecCertificateNotValidYet` (-67819), `errSecHostNameMismatch` (-67602), `errSecInvalidExtendedKeyUsage`
+    ///   (-67609: the leaf is not a TLS server's certificate), `errSecCertificateValidityPeriodTooLong` (-67901: the
+    ///   leaf is valid longer than Apple allows), `errSecInvalidDigestAlgorithm`
+    ///   (-67815: SHA-1), `errSecDecode` (-26275) for bytes that are not a certificate.
+    /// - Important: A leaf issued after 1 July 2019 by a private CA passed as `anchors` must list serverAuth in its
+    ///   extended key usage and be valid for at most 825 days, as on Apple platforms.
     public static func system(anchors: [Certificate] = [], anchorsOnly: Bool = false, verifyDate: Date? = nil) -> TrustEvaluator {
         let anchorsOnly = anchorsOnly && !anchors.isEmpty
         return TrustEvaluator { chain, host in
