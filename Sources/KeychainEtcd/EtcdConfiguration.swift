@@ -137,8 +137,11 @@ public struct EtcdConfiguration: Sendable, Hashable, CustomStringConvertible {
             throw EngineError.param("etcd: the URL names no keychain: etcd://host:port/NAME")
         }
         let authority = rest[..<slash]
-        if let at = authority.lastIndex(of: "@") {
-            let userInfo = authority[..<at]
+        // User information ends at the last `@` before the query: a password holding `/` or `@` is refused whole
+        // (an `@` is never valid elsewhere there: names and hosts cannot hold one), and never echoed in a message.
+        let beforeQuery = rest.prefix { $0 != "?" && $0 != "#" }
+        if let at = beforeQuery.lastIndex(of: "@") {
+            let userInfo = beforeQuery[..<at]
             if userInfo.contains(":") {
                 throw EngineError.param("etcd: a password in the URL is refused (passwords in URLs end up in process lists and shell history): give ?user=NAME and the password in \(Self.passwordEnvironmentVariable)")
             }
@@ -310,11 +313,11 @@ public struct EtcdConfiguration: Sendable, Hashable, CustomStringConvertible {
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
     }
 
-    /// A URL for an error message: any `userinfo@` blanked out.
+    /// A URL for an error message: any `userinfo@` blanked out (up to the last `@` before the query).
     static func redacted(_ url: String) -> String {
         guard let schemeEnd = url.range(of: "://") else { return url.count > 200 ? String(url.prefix(200)) + "…" : url }
         let rest = url[schemeEnd.upperBound...]
-        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authorityEnd = rest.firstIndex { $0 == "?" || $0 == "#" } ?? rest.endIndex
         if let at = rest[..<authorityEnd].lastIndex(of: "@") {
             return String(url[..<schemeEnd.upperBound]) + "***@" + String(rest[rest.index(after: at)...])
         }

@@ -17,9 +17,10 @@ import KeychainEtcd
 
 /// The keychain the global `SecItem*` functions act on in this process.
 ///
-/// The first SecItem call opens the default keychain (``environmentEngine()``): the keychain file
-/// (`KeychainFile.openDefault()`: `$KEYSTONE_KEYCHAIN`, else `~/.local/share/keystone/login.keychain-db`, created
-/// with an empty password on first use), or the storage `KEYSTONE_BACKEND` names (`secret-service[:COLLECTION]`:
+/// The first SecItem call opens the default keychain (``environmentEngine()``): the keychain `$KEYSTONE_KEYCHAIN`
+/// names (a file that must exist, unless `KEYSTONE_KEYCHAIN_CREATE=1`; or an etcd keychain), else
+/// `~/.local/share/keystone/login.keychain-db` (created with an empty password on first use), or the storage
+/// `KEYSTONE_BACKEND` names (`secret-service[:COLLECTION]`:
 /// the desktop's Secret Service; `memory`). If it cannot be opened, SecItem calls return its error
 /// (`errSecInvalidKeychain`, `errSecWrongSecVersion`, `errSecNotAvailable`…) rather than silently using another
 /// keychain. A program chooses another keychain at startup — the Secret Service (``useSecretService(_:configuration:)``),
@@ -170,7 +171,9 @@ public enum KeychainServicesDefaults {
     }
 
     /// The engine the environment selects:
-    /// - `KEYSTONE_KEYCHAIN` set: that keychain (an explicit keychain wins): a file path, or an etcd keychain
+    /// - `KEYSTONE_KEYCHAIN` set: that keychain (an explicit keychain wins): a file path (a file that does not exist
+    ///   is refused with `errSecNoSuchKeychain`, never created, unless `KEYSTONE_KEYCHAIN_CREATE=1`:
+    ///   ``createKeychainVariable``), or an etcd keychain
     ///   (`etcd://host:port,host:port/NAME`, `etcds://…` for TLS: ``useEtcd(_:password:configuration:)``'s storage, opened, not
     ///   created; it must have been made with `keystone create-keychain` and is unlocked by the unlock cache or by
     ///   ``useEtcd(_:password:configuration:)``);
@@ -178,12 +181,12 @@ public enum KeychainServicesDefaults {
     ///   `secret-service:COLLECTION`, the Secret Service (``useSecretService(_:configuration:)``'s storage, with
     ///   `KEYSTONE_SECRET_SERVICE_COMPATIBILITY` and `KEYSTONE_SECRET_SERVICE_TIMEOUT`); `memory`, a keychain in memory.
     ///
-    /// - Throws: `EngineError`: `errSecParam` for an unknown `KEYSTONE_BACKEND`; the storage's own error when it
-    ///   cannot be opened (`errSecNotAvailable` when the Secret Service cannot be reached, with what to start).
+    /// - Throws: `EngineError`: `errSecParam` for an unknown `KEYSTONE_BACKEND`; `errSecNoSuchKeychain` when
+    ///   `KEYSTONE_KEYCHAIN` names a file that does not exist (and `KEYSTONE_KEYCHAIN_CREATE` is not `1`); the storage's
+    ///   own error when it cannot be opened (`errSecNotAvailable` when the Secret Service cannot be reached, with what to start).
     public static func environmentEngine(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KeychainEngine {
         if let path = environment["KEYSTONE_KEYCHAIN"], !path.isEmpty {
-            if let engine = try etcdEngine(path, environment) { return engine }
-            return try fileEngine(at: path)
+            return try keychainVariableEngine(path, environment)
         }
         let backend = environment["KEYSTONE_BACKEND"] ?? ""
         switch backend {
@@ -195,9 +198,9 @@ public enum KeychainServicesDefaults {
             if let options = SecretServiceStorage.Options(argument: backend, environment: environment) {
                 return followingEngine(try SecretServiceStorage(options: options))
             }
-            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage: use file, secret-service, secret-service:COLLECTION, etcd://HOST:PORT,…/NAME or memory")
+            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(redacted(backend)) names no storage: use file, secret-service, secret-service:COLLECTION, etcd://HOST:PORT,…/NAME or memory")
             #else
-            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(backend) names no storage this build has: use file or memory (the Secret Service needs the SecretService trait)")
+            throw EngineError(Status.param, "KEYSTONE_BACKEND=\(redacted(backend)) names no storage this build has: use file or memory (the Secret Service needs the SecretService trait)")
             #endif
         }
     }
@@ -223,6 +226,35 @@ public enum KeychainServicesDefaults {
         return engine
     }
     #endif
+
+    /// The environment variable that lets `KEYSTONE_KEYCHAIN` name a keychain file that does not exist yet: set to
+    /// `1`, the file is created (with an empty password) on first use; otherwise a missing file is refused.
+    public static let createKeychainVariable = "KEYSTONE_KEYCHAIN_CREATE"
+
+    /// The engine of the keychain `KEYSTONE_KEYCHAIN` (`argument`) names: an etcd keychain, or a keychain file that
+    /// must exist unless `environment[createKeychainVariable]` is `1`.
+    ///
+    /// Decision: a keychain named by the environment is never created silently. A typo in `KEYSTONE_KEYCHAIN` used
+    /// to create a new keychain with an empty password, and the program then kept its secrets there, protected only
+    /// by the file's permissions, while the keychain meant stayed unused; the `keystone` tool refuses it the same way.
+    /// `KEYSTONE_KEYCHAIN_CREATE=1` (or ``fileEngine(at:createIfMissing:)`` in code) asks for the creation explicitly.
+    private static func keychainVariableEngine(_ argument: String, _ environment: [String: String]) throws -> KeychainEngine {
+        if let engine = try etcdEngine(argument, environment) { return engine }
+        let create = environment[createKeychainVariable] == "1"
+        guard create || FileManager.default.fileExists(atPath: argument) else {
+            throw EngineError(Status.noSuchKeychain, "KEYSTONE_KEYCHAIN names \(redacted(argument)), which does not exist: create it with `keystone create-keychain \(redacted(argument))` (with a password), correct KEYSTONE_KEYCHAIN, or set \(createKeychainVariable)=1 to have it created with an empty password")
+        }
+        return try fileEngine(at: argument, createIfMissing: create)
+    }
+
+    /// `text` with the password of any `scheme://user:PASSWORD@` masked, for error messages.
+    private static func redacted(_ text: String) -> String {
+        guard let scheme = text.range(of: "://") else { return text }
+        let rest = text[scheme.upperBound...]
+        let end = rest.firstIndex { $0 == "?" || $0 == "#" } ?? rest.endIndex
+        guard let at = rest[..<end].lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") else { return text }
+        return String(text[..<rest.index(after: colon)]) + "***" + String(rest[at...])
+    }
 
     /// The engine of the etcd keychain `argument` names, nil when it is not an `etcd://` or `etcds://` URL.
     private static func etcdEngine(_ argument: String, _ environment: [String: String]) throws -> KeychainEngine? {
@@ -260,17 +292,35 @@ public enum KeychainServicesDefaults {
     }
     #endif
 
-    /// An engine over a keychain file: by default the default keychain file (`KeychainFile.defaultPath`),
-    /// created with an empty password on first use. A file sealed to the TPM (`keystone create-keychain --tpm`) is
-    /// opened with ``secureEnclave``.
+    /// An engine over a keychain file: by default the login keychain file (`login.keychain-db` in the keychain
+    /// directory), created with an empty password on first use. A file sealed to the TPM
+    /// (`keystone create-keychain --tpm`) is opened with ``secureEnclave``.
     ///
-    /// - Throws: `EngineError` when the file cannot be opened or created (for a sealed file: `errSecNotAvailable`
-    ///   when the TPM cannot be reached, `errSecDecode` when it was sealed to another TPM).
-    public static func fileEngine(at path: String? = nil) throws -> KeychainEngine {
+    /// With no `path` and `KEYSTONE_KEYCHAIN` set in the process's environment, that keychain is used as
+    /// ``environmentEngine(_:)`` uses it: a missing file is refused unless `KEYSTONE_KEYCHAIN_CREATE=1`.
+    ///
+    /// - Parameters:
+    ///   - path: the keychain file; nil: the default one.
+    ///   - createIfMissing: whether a `path` that does not exist is created, with an empty password (the default:
+    ///     the program named the file in its code).
+    /// - Throws: `EngineError` when the file cannot be opened or created: `errSecNoSuchKeychain` for a missing file
+    ///   not to be created; for a sealed file `errSecNotAvailable` when the TPM cannot be reached, `errSecDecode`
+    ///   when it was sealed to another TPM.
+    /// - Important: A keychain created here has an empty password: it is protected only by its file's permissions.
+    public static func fileEngine(at path: String? = nil, createIfMissing: Bool = true) throws -> KeychainEngine {
         let token = secureEnclave
-        guard let path else { return followingEngine(try KeychainFile.openDefault(secureEnclave: token).keychain) }
+        guard let path else {
+            let environment = ProcessInfo.processInfo.environment
+            if let variable = environment["KEYSTONE_KEYCHAIN"], !variable.isEmpty {
+                return try keychainVariableEngine(variable, environment)
+            }
+            return followingEngine(try KeychainFile.openDefault(secureEnclave: token).keychain)
+        }
         if FileManager.default.fileExists(atPath: path) {
             return followingEngine(try KeychainFile.open(at: path, secureEnclave: token))
+        }
+        guard createIfMissing else {
+            throw EngineError(Status.noSuchKeychain, "the keychain file \(path) does not exist")
         }
         do {
             return followingEngine(try KeychainFile.create(at: path, password: ""))
