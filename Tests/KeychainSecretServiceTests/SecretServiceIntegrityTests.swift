@@ -210,3 +210,49 @@ struct SecretServiceIntegrityTests {
     }
 }
 #endif
+
+#if canImport(KeychainSecretService)
+@testable import KeychainSecretService
+
+/// The seal's verdicts themselves, with the service's dates given (no clock involved).
+@Suite("Secret Service seals: which items are Keystone's as they stand")
+struct SealVerdictTests {
+    let key = Seal.Key(path: "/org/freedesktop/secrets/collection/login/1", bytes: Data(repeating: 7, count: 32), created: 1_000)
+    let attributes: [(String, String)] = [("xdg:schema", "dev.keystone.Keychain"), ("keystone:class", "genp"), ("service", "mail"),
+                                          ("account", "alice"), ("keystone:rowid", "42"), ("keystone:generation", "1"),
+                                          ("keystone:attributes", "AAAA")]
+
+    func info(_ attributes: [(String, String)], modified: UInt64 = 2_000) -> SecretServiceClient.ItemInfo {
+        SecretServiceClient.ItemInfo(attributes: Dictionary(attributes, uniquingKeysWith: { $1 }), label: "x", locked: false,
+                                     created: modified, modified: modified)
+    }
+
+    @Test("an item sealed at its own path verifies; the same attributes at another path (a copy) do not")
+    func boundToPath() {
+        let path = "/org/freedesktop/secrets/collection/login/5"
+        let sealed = attributes + [(Seal.attribute, Seal.seal(path: path, attributes: attributes, key: key))]
+        #expect(Seal.verdict(path: path, info: info(sealed), keys: [key]) == .sealed)
+        guard case .refused = Seal.verdict(path: "/org/freedesktop/secrets/collection/login/6", info: info(sealed), keys: [key]) else {
+            Issue.record("a copy at another path verified")
+            return
+        }
+    }
+
+    @Test("an unsealed item modified after the seal key was made is refused (a stripped seal); one from before is legacy")
+    func strippedSeal() {
+        #expect(Seal.verdict(path: "/p", info: info(attributes, modified: 1_001), keys: [key]) != .legacy)
+        #expect(Seal.verdict(path: "/p", info: info(attributes, modified: 999), keys: [key]) == .legacy)
+        #expect(Seal.verdict(path: "/p", info: info(attributes, modified: 5_000), keys: []) == .legacy)
+    }
+
+    @Test("attributes a Secret Service adds of its own do not break a seal; a changed Keystone attribute does")
+    func covered() {
+        let path = "/org/freedesktop/secrets/collection/login/5"
+        let sealed = attributes + [(Seal.attribute, Seal.seal(path: path, attributes: attributes, key: key))]
+        #expect(Seal.verdict(path: path, info: info(sealed + [("gkr:extra", "1")]), keys: [key]) == .sealed)
+        let edited = sealed.map { $0.0 == "keystone:generation" ? ($0.0, "9") : $0 }
+        #expect(Seal.verdict(path: path, info: info(edited), keys: [key]) != .sealed)
+        #expect(Seal.verdict(path: path, info: info(sealed), keys: []) != .sealed)
+    }
+}
+#endif
