@@ -201,6 +201,16 @@ public protocol KeychainStorage: AnyObject, Sendable {
 
     /// Runs `body` as one atomic transaction: all of its changes land, or none do.
     func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T
+
+    /// Whether several machines share these rows (an etcd cluster): anything kept per machine (an install marker,
+    /// a cache) then does not describe the keychain. False by default; a storage of the app's own that several
+    /// machines reach returns true. Keystone's fresh-install wipe refuses such a keychain unless asked explicitly.
+    var isSharedAcrossMachines: Bool { get }
+}
+
+extension KeychainStorage {
+    /// One machine's rows: false.
+    public var isSharedAcrossMachines: Bool { false }
 }
 
 /// What the operation a storage call serves allows: storages that can ask the user something (the Secret Service's

@@ -158,6 +158,10 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         return (try EtcdKeychainHeader.decode(kv.value), kv.modRevision)
     }
 
+    /// True: every machine of the fleet reads and writes these rows (what is per machine, such as an install
+    /// marker, does not describe them).
+    public var isSharedAcrossMachines: Bool { true }
+
     // MARK: - Lock state
 
     public var lockState: LockState {

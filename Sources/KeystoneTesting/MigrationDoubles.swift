@@ -4,7 +4,9 @@ import KeychainEngine
 
 /// `UserDefaults` in memory, as Linux's swift-corelibs-foundation keeps it: changes live in memory until
 /// ``synchronize()`` persists them, and ``simulateCrash()`` loses what was not synchronized. For tests of
-/// ``DefaultsMigration`` and other code that must survive a crash between two writes.
+/// ``DefaultsMigration`` and other code that must survive a crash between two writes, or inside one:
+/// corelibs rewrites the plist in place (truncate, then write), so a process killed inside `synchronize()` leaves
+/// an empty file (``crashInsideSynchronize``).
 ///
 /// ```swift
 /// let defaults = InMemoryDefaults(["auth_token": "s3cret"])
@@ -24,6 +26,10 @@ public final class InMemoryDefaults: LegacyDefaultsStore {
     public var synchronizeFails = false
     /// How many times ``synchronize()`` was called.
     public private(set) var synchronizeCount = 0
+    /// When set to N, the N-th call of ``synchronize()`` (counting from 1, as ``synchronizeCount``) is killed inside
+    /// the write: the file is truncated and nothing is written, so what is persisted is empty (every key, not only
+    /// the changed ones), and it returns false. Call ``simulateCrash()`` next: the process is dead.
+    public var crashInsideSynchronize: Int?
 
     /// Defaults holding `values`, all persisted.
     public init(_ values: [String: Any] = [:]) {
@@ -42,6 +48,10 @@ public final class InMemoryDefaults: LegacyDefaultsStore {
     @discardableResult
     public func synchronize() -> Bool {
         synchronizeCount += 1
+        if synchronizeCount == crashInsideSynchronize {
+            persisted = [:]
+            return false
+        }
         guard !synchronizeFails else { return false }
         persisted = values
         return true
@@ -52,7 +62,7 @@ public final class InMemoryDefaults: LegacyDefaultsStore {
 }
 
 /// An ``InstallMarkerStore`` in memory, with the failures tests need: a marker that cannot be read (before the
-/// first unlock) and one that cannot be written.
+/// first unlock), one that cannot be written, and one whose write fails only after its check passed.
 ///
 /// ```swift
 /// let marker = InMemoryInstallMarker()
@@ -66,8 +76,10 @@ public final class InMemoryInstallMarker: InstallMarkerStore {
         var exists: Bool
         var readFailure: KeychainError?
         var writeFailure: KeychainError?
+        var writeFailureAfterCheck: KeychainError?
         var reads = 0
         var writes = 0
+        var checks = 0
     }
 
     private let state: Locked<State>
@@ -85,15 +97,24 @@ public final class InMemoryInstallMarker: InstallMarkerStore {
         get { state.current.readFailure }
         set { state.withLock { $0.readFailure = newValue } }
     }
-    /// When set, ``writeMarker()`` throws it and writes nothing.
+    /// When set, the marker cannot be written: ``checkWritable()`` and ``writeMarker()`` throw it, nothing is
+    /// written.
     public var writeFailure: KeychainError? {
         get { state.current.writeFailure }
         set { state.withLock { $0.writeFailure = newValue } }
+    }
+    /// When set, ``checkWritable()`` passes but ``writeMarker()`` throws it and writes nothing: a write that fails
+    /// after the check did not (a disk that filled up in between).
+    public var writeFailureAfterCheck: KeychainError? {
+        get { state.current.writeFailureAfterCheck }
+        set { state.withLock { $0.writeFailureAfterCheck = newValue } }
     }
     /// How many times the marker was read.
     public var readCount: Int { state.current.reads }
     /// How many times the marker was written.
     public var writeCount: Int { state.current.writes }
+    /// How many times ``checkWritable()`` was called.
+    public var checkCount: Int { state.current.checks }
 
     /// Whether the marker is there.
     ///
@@ -104,12 +125,23 @@ public final class InMemoryInstallMarker: InstallMarkerStore {
         return snapshot.exists
     }
 
+    /// Whether the marker could be written now.
+    ///
+    /// - Throws: ``writeFailure`` when set.
+    public func checkWritable() throws(KeychainError) {
+        let failure = state.withLock { state -> KeychainError? in
+            state.checks += 1
+            return state.writeFailure
+        }
+        if let failure { throw failure }
+    }
+
     /// Records the marker.
     ///
-    /// - Throws: ``writeFailure`` when set (nothing written).
+    /// - Throws: ``writeFailure`` or ``writeFailureAfterCheck`` when set (nothing written).
     public func writeMarker() throws(KeychainError) {
         let failure = state.withLock { state -> KeychainError? in
-            if let failure = state.writeFailure { return failure }
+            if let failure = state.writeFailure ?? state.writeFailureAfterCheck { return failure }
             state.writes += 1
             state.exists = true
             return nil

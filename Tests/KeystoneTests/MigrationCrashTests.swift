@@ -18,8 +18,9 @@ struct MigrationCrashTests {
         return nil
     }
 
-    /// The checkpoints of a full run of the child's plan (the plan of `DefaultsPlan`): 2 + 1 steps of 5, 2 versions.
-    static let checkpointCount = 17
+    /// The checkpoints of a full run of the child's plan (the plan of `DefaultsPlan`): 3 steps of 3 copy checkpoints,
+    /// 3 removals, the version set, the one write.
+    static let checkpointCount = 14
 
     /// The values the old app kept in its defaults (given to the child on standard input, never as arguments).
     static let values = ["auth_token": "tok-sup3r-s3cret", "refresh_blob": "refresh-sup3r-s3cret", "smtp_password": "smtp-sup3r-s3cret"]
@@ -54,11 +55,16 @@ struct MigrationCrashTests {
         }
 
         /// Runs the child with `commands`, the values on standard input; waits for it to end (by exit or signal).
-        func run(_ commands: [String]) throws -> Run {
+        ///
+        /// - Parameters:
+        ///   - launcher: a program and its arguments the child runs under (`setpriv` to run as another user).
+        ///   - overrides: environment variables replacing the sandbox's.
+        func run(_ commands: [String], launcher: [String] = [], overrides: [String: String] = [:]) throws -> Run {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try #require(MigrationCrashTests.childBinary, "build MigrationChild first (swift build)"))
-            process.arguments = commands
-            process.environment = environment
+            let child = try #require(MigrationCrashTests.childBinary, "build MigrationChild first (swift build)")
+            process.executableURL = URL(fileURLWithPath: launcher.first ?? child)
+            process.arguments = launcher.isEmpty ? commands : Array(launcher.dropFirst()) + [child] + commands
+            process.environment = environment.merging(overrides) { $1 }
             let input = Pipe(), output = Pipe()
             process.standardInput = input
             process.standardOutput = output
@@ -141,6 +147,30 @@ struct MigrationCrashTests {
         #expect(rerun.status == 0, "\(rerun.lines)")
         #expect(rerun.lines == ["app 0", "other 1", "inet 1", "marker no", "result wiped 0 items",
                                 "app 0", "other 1", "inet 1", "marker yes", "result notFresh"])
+    }
+
+    @Test("A daemon user whose HOME does not exist: every launch defers the wipe and deletes nothing, so what it saves survives")
+    func freshInstallWithoutHome() throws {
+        let sandbox = try Sandbox()
+        // As root, HOME could be created: run the child as nobody (setpriv), who cannot create a directory in /.
+        var launcher: [String] = []
+        if getuid() == 0 {
+            let setpriv = try #require(["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                       "setpriv is needed to run the child as another user")
+            launcher = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+            try FileManager.default.setAttributes([.ownerAccountID: 65534, .groupOwnerAccountID: 65534], ofItemAtPath: sandbox.root.path)
+        }
+        let home = "/nonexistent-keystone-\(UUID().uuidString)"
+        let overrides = ["HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_DATA_HOME": home + "/.local/share",
+                         "MIG_MARKER": home + "/.local/share/com.example.app/keystone-install-marker"]
+        let setup = try sandbox.run(["fresh-setup"], launcher: launcher, overrides: overrides)
+        #expect(setup.status == 0, "\(setup.lines)")
+        let first = try sandbox.run(["fresh", "fresh-inspect", "fresh", "fresh-inspect"], launcher: launcher, overrides: overrides)
+        #expect(first.status == 0, "\(first.lines)")
+        #expect(first.lines.count == 10 && first.lines[0].hasPrefix("result deferred: ") && first.lines[0].contains(home), "\(first.lines)")
+        #expect(Array(first.lines[1...4]) == ["app 2", "other 1", "inet 1", "marker no"], "\(first.lines)")
+        #expect(Array(first.lines[6...9]) == ["app 2", "other 1", "inet 1", "marker no"], "\(first.lines)")
+        #expect(!FileManager.default.fileExists(atPath: home))
     }
 
     @Test("The UserDefaults install marker is absent, then written and synchronized: another process sees it")

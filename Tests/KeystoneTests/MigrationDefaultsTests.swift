@@ -185,7 +185,7 @@ struct MigrationDefaultsTests {
         #expect(report.keys(.keptKeychainValue) == ["auth_token"] && report.finalVersion == 2)
     }
 
-    @Test("A keychain failure at a later step keeps the earlier steps done and the version unrecorded; the rerun finishes")
+    @Test("A keychain failure at a later step leaves the defaults untouched (the earlier copy stays in the keychain), the version unrecorded; the rerun finishes")
     func failureAtSecondStep() throws {
         let memory = InMemoryKeychain()
         let keychain = Keychain(store: memory)
@@ -193,11 +193,14 @@ struct MigrationDefaultsTests {
         // The second add fails.
         memory.injectFailure(Status.interactionNotAllowed, on: .add, .onCall(2))
         #expect(throws: KeychainError.interactionNotAllowed) { try keychain.migrate(P.plan, from: defaults) }
-        #expect(defaults.persisted["auth_token"] == nil)
-        #expect(defaults.persisted["refresh_blob"] as? Data == P.refreshData)
-        #expect(defaults.persisted["migration_version"] == nil)
+        #expect(defaults.synchronizeCount == 0)
+        #expect(defaults.values["auth_token"] as? String == P.tokenText)
+        #expect(defaults.values["refresh_blob"] as? Data == P.refreshData)
+        #expect(defaults.values["migration_version"] == nil)
+        #expect(try keychain.string(for: P.token) == P.tokenText)
         let report = try keychain.migrate(P.plan, from: defaults)
-        #expect(report.keys(.alreadyInKeychain) == ["auth_token"] && report.keys(.moved) == ["refresh_blob", "smtp_password"])
+        #expect(report.keys(.keptKeychainValue) == ["auth_token"] && report.keys(.moved) == ["refresh_blob", "smtp_password"])
+        #expect(defaults.persisted["auth_token"] == nil && defaults.persisted["migration_version"] as? Int == 2)
     }
 
     @Test("A value that is neither Data nor String stops the run without being converted or removed", arguments: [
@@ -219,10 +222,10 @@ struct MigrationDefaultsTests {
         defaults.synchronizeFails = true
         #expect(throws: KeychainError(status: Status.io)) { try Keychain(store: memory).migrate(P.plan, from: defaults) }
         defaults.simulateCrash()
-        // The secret is in the keychain and still in the defaults: the rerun finishes.
+        // The secrets are in the keychain and still in the defaults: the rerun finishes.
         defaults.synchronizeFails = false
         let report = try Keychain(store: memory).migrate(P.plan, from: defaults)
-        #expect(report.keys(.keptKeychainValue) == ["auth_token"] && report.finalVersion == 2)
+        #expect(report.keys(.keptKeychainValue) == ["auth_token", "refresh_blob", "smtp_password"] && report.finalVersion == 2)
         #expect(try P.copies(memory, P.token) == 1)
     }
 

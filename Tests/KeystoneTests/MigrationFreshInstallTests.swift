@@ -80,14 +80,27 @@ struct MigrationFreshInstallTests {
         #expect(memory.itemCount == 2)
     }
 
-    @Test("A marker that cannot be written defers; the rerun wipes again (nothing more to delete) and writes it")
+    @Test("A marker that cannot be written defers before deleting anything; once writable, the wipe runs and writes it")
     func markerWriteFails() throws {
         let (memory, keychain) = try leftover()
         let marker = InMemoryInstallMarker()
         marker.writeFailure = KeychainError(status: Status.io)
+        guard case .deferred(let error) = try keychain.wipeIfFreshInstall(scope, marker: marker) else { Issue.record("not deferred"); return }
+        #expect(error.status == Status.io)
+        #expect(memory.itemCount == 5 && memory.calls(.delete).isEmpty && !marker.exists && marker.checkCount == 1)
+        marker.writeFailure = nil
+        guard case .wiped(let deleted) = try keychain.wipeIfFreshInstall(scope, marker: marker) else { Issue.record("not wiped"); return }
+        #expect(deleted.count == 3 && marker.exists && memory.itemCount == 2)
+    }
+
+    @Test("A marker write that fails after its check passed defers; the rerun wipes again (nothing more to delete) and writes it")
+    func markerWriteFailsAfterCheck() throws {
+        let (memory, keychain) = try leftover()
+        let marker = InMemoryInstallMarker()
+        marker.writeFailureAfterCheck = KeychainError(status: Status.io)
         guard case .deferred = try keychain.wipeIfFreshInstall(scope, marker: marker) else { Issue.record("not deferred"); return }
         #expect(memory.itemCount == 2 && !marker.exists)
-        marker.writeFailure = nil
+        marker.writeFailureAfterCheck = nil
         guard case .wiped(let deleted) = try keychain.wipeIfFreshInstall(scope, marker: marker) else { Issue.record("not wiped"); return }
         #expect(deleted.isEmpty && marker.exists && memory.itemCount == 2)
     }

@@ -5,9 +5,13 @@
 // come as JSON on standard input ({"auth_token": "…", "refresh_blob": "…", "smtp_password": "…"}).
 //
 // Commands, run in order:
-//   setup            create the keychain file; put the values in the defaults (refresh_blob as Data), synchronize
+//   setup[:MB]       create the keychain file; put the values in the defaults (refresh_blob as Data), synchronize;
+//                    with MB, also MB MiB of filler under "filler" (a large plist: a long write)
 //   migrate[:N]      run the plan; print "checkpoint I <checkpoint>" before each checkpoint I and, at I == N, die by
 //                    SIGKILL; print "outcome KEY OUTCOME" per step and "migrated FROM TO" at the end
+//   migrate-xfsz:K   run the plan; at the K-th removedFromDefaults checkpoint, set RLIMIT_FSIZE to 0: the next
+//                    write to a regular file (the defaults' synchronize, which truncates the plist first) dies by
+//                    SIGXFSZ inside the write itself
 //   inspect          print "defaults KEY absent|equal|different", "keychain KEY COUNT equal|different|absent",
 //                    "other KEY present|absent" (a key the plan does not move), "version N"
 //   fresh-setup      create the keychain file with the app's items and others
@@ -64,6 +68,7 @@ func keychain(create: Bool = false) -> Keychain {
 struct KillingMarker: InstallMarkerStore {
     let base: FileInstallMarker
     func markerExists() throws(KeychainError) -> Bool { try base.markerExists() }
+    func checkWritable() throws(KeychainError) { try base.checkWritable() }
     func writeMarker() throws(KeychainError) {
         emit("checkpoint marker")
         kill(getpid(), SIGKILL)
@@ -96,6 +101,9 @@ do {
             for (key, value) in values {
                 defaults.set(key == "refresh_blob" ? Data(value.utf8) as Any : value as Any, forKey: key)
             }
+            if parts.count > 1, let megabytes = Int(parts[1]) {
+                defaults.set(Data(repeating: 0x5A, count: megabytes << 20), forKey: "filler")
+            }
             defaults.set("dark", forKey: "theme")
             guard defaults.synchronize() else { fail("synchronize failed") }
             emit("setup done")
@@ -108,6 +116,29 @@ do {
                 index += 1
             }
             for entry in report.entries { emit("outcome \(entry.defaultsKey) \(entry.outcome.rawValue)") }
+            emit("migrated \(report.startVersion) \(report.finalVersion)")
+        case "migrate-xfsz":
+            guard parts.count > 1, let target = Int(parts[1]) else { fail("migrate-xfsz needs K") }
+            var removals = 0
+            let report = try keychain().migrate(plan, from: defaults()) { checkpoint in
+                emit("checkpoint \(checkpoint)")
+                guard checkpoint.phase == .removedFromDefaults else { return }
+                removals += 1
+                guard removals == target else { return }
+                // No core file; then no regular file may grow: the next write(2) to one raises SIGXFSZ, whose default
+                // action ends the process. open(O_TRUNC) is not a write: a plist rewritten in place is left empty.
+                // A parent may have ignored or blocked it (exec keeps both): default action, unblocked.
+                signal(SIGXFSZ, SIG_DFL)
+                var xfsz = sigset_t()
+                sigemptyset(&xfsz)
+                sigaddset(&xfsz, SIGXFSZ)
+                pthread_sigmask(SIG_UNBLOCK, &xfsz, nil)
+                var none = rlimit(rlim_cur: 0, rlim_max: 0)
+                setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+                var zero = rlimit(rlim_cur: 0, rlim_max: rlim_t.max)
+                setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &zero)
+                emit("limit set")
+            }
             emit("migrated \(report.startVersion) \(report.finalVersion)")
         case "inspect":
             emit("inspect")

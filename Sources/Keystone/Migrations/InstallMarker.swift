@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Where ``Keychain/wipeIfFreshInstall(_:marker:)`` records that this install has already run.
+/// Where ``Keychain/wipeIfFreshInstall(_:marker:onSharedKeychain:)`` records that this install has already run.
 ///
 /// The marker must be gone exactly when the app's data is gone (an uninstall) and survive everything Apple's
 /// keychain survives: app updates, reboots, backup and restore, and a launch before the first unlock (iOS
@@ -22,6 +22,20 @@ public protocol InstallMarkerStore: Sendable {
     ///
     /// - Throws: ``KeychainError`` when it could not be written.
     func writeMarker() throws(KeychainError)
+
+    /// Proves the marker could be written now, without writing it: the wipe calls it before deleting anything, so
+    /// a marker that can never be written defers the wipe instead of deleting on every launch.
+    ///
+    /// The default does nothing (for stores written before it existed): a store that can fail to write should
+    /// implement it.
+    ///
+    /// - Throws: ``KeychainError`` when the marker cannot be written here now.
+    func checkWritable() throws(KeychainError)
+}
+
+extension InstallMarkerStore {
+    /// Nothing to check: the store's ``writeMarker()`` alone tells.
+    public func checkWritable() throws(KeychainError) {}
 }
 
 /// The install marker as a small file in the app's own data directory: the recommended ``InstallMarkerStore``.
@@ -84,6 +98,39 @@ public struct FileInstallMarker: InstallMarkerStore {
         throw KeychainError(status: Status.io, reason: "the install marker cannot be checked (errno \(code)): the fresh-install wipe is deferred")
     }
 
+    /// Proves the marker file can be written: creates its directory (0700) when missing, then creates, writes,
+    /// fsyncs and removes a temporary file there (`.<name>.probe.<random>`, 0600), so a directory that cannot be
+    /// created (a `HOME` that does not exist, a parent that is not writable) or written (read-only, full) is
+    /// found before the wipe deletes anything.
+    ///
+    /// - Throws: ``KeychainError`` with `errSecIO` (-36) naming the directory and the system's reason.
+    public func checkWritable() throws(KeychainError) {
+        let directory = url.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw KeychainError(status: Status.io, reason: "the install marker's directory \(directory.path) cannot be created "
+                                + "(\((error as NSError).localizedDescription)): the fresh-install wipe is deferred")
+        }
+        let probe = directory.appendingPathComponent(".\(url.lastPathComponent).probe.\(UUID().uuidString)").path
+        func failure(_ what: String, _ code: Int32) -> KeychainError {
+            KeychainError(status: Status.io, reason: "the install marker's directory \(directory.path) cannot be written (\(what): "
+                          + "\(String(cString: strerror(code)))): the fresh-install wipe is deferred")
+        }
+        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure("create", errno) }
+        defer { unlink(probe) }
+        let byte: [UInt8] = [0x0A]
+        let written = byte.withUnsafeBytes { write(descriptor, $0.baseAddress, 1) }
+        let writeError = written == 1 ? 0 : errno
+        let synced = writeError == 0 ? fsync(descriptor) : 0
+        let syncError = synced == 0 ? 0 : errno
+        close(descriptor)
+        if writeError != 0 { throw failure("write", writeError) }
+        if syncError != 0 { throw failure("fsync", syncError) }
+    }
+
     /// Writes the marker file (0600 from creation, in a 0700 directory), atomically and durably: a temporary file,
     /// fsync'ed, renamed into place, and the directory fsync'ed.
     ///
@@ -115,47 +162,5 @@ public struct FileInstallMarker: InstallMarkerStore {
         } catch {
             throw KeychainError(status: Status.io, reason: "the install marker could not be written (\(type(of: error)))")
         }
-    }
-}
-
-/// The install marker as a `UserDefaults` key: opt-in, with a caveat.
-///
-/// - Important: Before the first unlock (an iOS app prewarmed at boot) `UserDefaults` can read as empty: the
-///   marker then looks absent and the app's keychain items would be wiped. Use it only in an app that is never
-///   launched before the first unlock (macOS, Linux), or prefer ``FileInstallMarker``. The defaults also
-///   survive less than the keychain on some paths (a "reset settings" feature of the app). On Linux
-///   (swift-corelibs-foundation) the marker is persisted by `synchronize()`, which ``writeMarker()`` calls.
-public struct UserDefaultsInstallMarker: InstallMarkerStore {
-    /// The suite; nil for `UserDefaults.standard`.
-    public let suiteName: String?
-    /// The key.
-    public let key: String
-
-    /// A marker under `key` in the suite `suiteName` (nil for the standard defaults).
-    public init(suiteName: String? = nil, key: String = "com.keystone.installMarker") {
-        self.suiteName = suiteName
-        self.key = key
-    }
-
-    private func defaults() throws(KeychainError) -> UserDefaults {
-        guard let suiteName else { return .standard }
-        guard let defaults = UserDefaults(suiteName: suiteName) else {
-            throw KeychainError(code: .invalidItem, reason: "the defaults suite '\(suiteName)' cannot be opened")
-        }
-        return defaults
-    }
-
-    /// Whether the key holds a value.
-    ///
-    /// - Throws: ``KeychainError/invalidItem`` when the suite cannot be opened.
-    public func markerExists() throws(KeychainError) -> Bool { try defaults().object(forKey: key) != nil }
-
-    /// Sets the key and synchronizes.
-    ///
-    /// - Throws: ``KeychainError`` with `errSecIO` (-36) when the defaults could not be synchronized.
-    public func writeMarker() throws(KeychainError) {
-        let defaults = try defaults()
-        defaults.set(true, forKey: key)
-        guard defaults.synchronize() else { throw KeychainError(status: Status.io, reason: "the defaults could not be synchronized") }
     }
 }

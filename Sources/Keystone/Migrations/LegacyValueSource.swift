@@ -16,8 +16,10 @@ public protocol LegacyValueSource {
 /// ``DefaultsMigration`` needs to keep its version. `UserDefaults` conforms.
 ///
 /// - Important: On Linux (swift-corelibs-foundation) `UserDefaults` writes its changes to disk only in
-///   ``synchronize()``: a change not synchronized is lost when the process ends. The migration calls it after
-///   every removal and every version it records.
+///   ``synchronize()``: a change not synchronized is lost when the process ends. And ``synchronize()`` rewrites the
+///   whole plist in place (truncate, write, fsync): a process killed inside it can leave the file empty, every key
+///   of the suite lost. The migration therefore synchronizes once per run, after every secret it removes is in the
+///   keychain.
 public protocol LegacyDefaultsStore: LegacyValueSource {
     /// Records `value` under `key` (nil removes it).
     func set(_ value: Any?, forKey key: String)
@@ -31,7 +33,7 @@ extension UserDefaults: LegacyDefaultsStore {}
 /// A dictionary as a ``LegacyDefaultsStore`` (for tests and hand-rolled stores).
 ///
 /// Its values live in memory only: ``synchronize()`` does nothing and succeeds. `KeystoneTesting`'s
-/// `InMemoryDefaults` also models what a crash loses.
+/// `InMemoryDefaults` also models what a crash loses, between two writes or inside one.
 ///
 /// Not `Sendable`: it holds `Any` values and mutable state without a lock; use it from one thread.
 public final class DictionaryValueSource: LegacyDefaultsStore {

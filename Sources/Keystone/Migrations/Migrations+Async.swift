@@ -22,8 +22,9 @@ extension Keychain {
 
     /// Wipes the previous install's items of `scope` on a fresh install, off the caller's actor.
     ///
-    /// - Throws: as the synchronous `wipeIfFreshInstall(_:marker:)`.
-    public func wipeIfFreshInstall(_ scope: FreshInstallScope, marker: some InstallMarkerStore) async throws -> FreshInstallResult {
-        try await offActor { try self.wipeIfFreshInstall(scope, marker: marker) }
+    /// - Throws: as the synchronous `wipeIfFreshInstall(_:marker:onSharedKeychain:)`.
+    public func wipeIfFreshInstall(_ scope: FreshInstallScope, marker: some InstallMarkerStore,
+                                   onSharedKeychain: SharedKeychainPolicy = .refuse) async throws -> FreshInstallResult {
+        try await offActor { try self.wipeIfFreshInstall(scope, marker: marker, onSharedKeychain: onSharedKeychain) }
     }
 }
