@@ -102,6 +102,10 @@ struct ImportFromCLITests {
         #expect(lines[0].hasPrefix(#"add genp service="evil\033[2J" account="bob\0129 added"#))
         #expect(lines[1].hasPrefix(#"skip (unsupported) evil.csv line 4: "#))
         #expect(lines[2].hasPrefix("1 added, 0 unchanged"))
+        // The JSON report keeps the exact names, with JSON's own escapes: no raw control character either.
+        let json = try box.run("import", "--from", "csv:" + file, "--dry-run", "--json-report")
+        #expect(json.status == 0 && !json.stdout.contains("\u{1B}") && !json.stdout.contains("\u{07}"))
+        #expect(json.stdout.contains(#"evil\u001b[2J"#) || json.stdout.contains(#"evil\u001B[2J"#))
     }
 
     @Test("import --from pass: a non-UTF-8 file name is reported escaped; --skip-invalid imports the others",
@@ -124,6 +128,41 @@ struct ImportFromCLITests {
         #expect(run.stdout.contains(#"add genp service="good" account="good" (from pass entry good)"#))
         #expect(run.stdout.contains(#"skip (invalid) pass entry caf\351: "#))
         #expect(!run.stdout.contains("pass-") && !run.stderr.contains("-pass"))
+    }
+
+    @Test("--max-field-size: a field over it fails with errSecDataTooLarge naming the line, never the value; a larger limit imports it")
+    func fieldSizeOption() throws {
+        let box = Sandbox()
+        let file = try write(Self.header + "genp,svc,big,,,,,,,\(String(repeating: "v", count: 2048))\n", in: box, name: "big.csv")
+        let refused = try box.run("import", "--from", "csv:" + file, "--max-field-size", "1K")
+        #expect(refused.status == 42)  // errSecDataTooLarge's low byte
+        #expect(refused.stderr.contains("big.csv line 2: the \"password\" field is over the 1 KiB limit"))
+        #expect(!refused.stderr.contains("vvvv") && !refused.stdout.contains("vvvv"))
+        #expect(try box.run("import", "--from", "csv:" + file, "--max-field-size", "nonsense").status == 2)
+        let imported = try box.run("import", "--from", "csv:" + file, "--max-field-size", "4K")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(try box.run("find-generic-password", "-s", "svc", "-a", "big", "-w").stdout == String(repeating: "v", count: 2048) + "\n")
+    }
+
+    @Test("import --from pass: a link outside the store is refused; --follow-symlinks-outside-store imports it",
+          .enabled(if: PassStore.unavailableReason == nil, "\(PassStore.unavailableReason ?? "")"))
+    func passLinkOutside() throws {
+        let box = Sandbox()
+        let pass = try PassStore()
+        try pass.insert("good", "g-pass\n")
+        try pass.insert("moved", "o-pass\n")
+        let outside = pass.root.appendingPathComponent("elsewhere.gpg")
+        try FileManager.default.moveItem(at: pass.store.appendingPathComponent("moved.gpg"), to: outside)
+        try FileManager.default.createSymbolicLink(atPath: pass.store.appendingPathComponent("bank.gpg").path, withDestinationPath: outside.path)
+        var environment = box.environment
+        environment.merge(pass.environment.filter { ["GNUPGHOME", "PASSWORD_STORE_DIR"].contains($0.key) }) { $1 }
+        let binary = try #require(Sandbox.binary)
+        let refused = try Run.launch(binary, ["import", "--from", "pass"], environment: environment)
+        #expect(refused.status == 206)  // errSecParam's low byte: an invalid entry
+        #expect(refused.stderr.contains("pass entry bank: a symbolic link to ") && refused.stderr.contains("outside the store"))
+        let followed = try Run.launch(binary, ["import", "--from", "pass", "--follow-symlinks-outside-store"], environment: environment)
+        #expect(followed.status == 0, "\(followed.stderr)")
+        #expect(followed.stdout.contains(#"add genp service="bank" account="bank" (from pass entry bank)"#))
     }
 
     /// Why a tmpfs cannot be mounted here (not root, no permission in this container), or nil.

@@ -106,8 +106,9 @@ public struct ImportCandidate: Sendable, CustomStringConvertible {
 public struct ImportProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// Why the entry is not imported.
     public enum Kind: Sendable, Hashable {
-        /// The entry is broken (an empty service, a bad port, a pass entry gpg cannot decrypt, a duplicate of an
-        /// earlier entry). An import aborts before writing anything when there is one, unless
+        /// The entry is broken or refused (an empty service, a bad port, a pass entry gpg cannot decrypt, a duplicate
+        /// of an earlier entry, a file name that is not UTF-8, a `pass` link outside the store, an entry over the
+        /// ``ImportLimits``). An import aborts before writing anything when there is one, unless
         /// ``ImportOptions/skipInvalid`` is set.
         case invalid
         /// The entry is valid in its source but Keystone does not import it (a SwiftKeychainWrapper number archived
