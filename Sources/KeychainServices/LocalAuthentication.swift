@@ -439,8 +439,9 @@ public final class LAContext: NSObject, @unchecked Sendable {
         guard result.outcome == .success else { return Self.error(for: result.outcome, flags: flags) }
         // What the person proved, not merely that they succeeded: a password entered for the device-owner policy
         // never covers a biometry-only item, a finger never covers a passcode-only one.
-        let state = flags.involvesBiometry || result.factors.contains(.biometry) ? authenticator.biometryDomainState : nil
-        context.record(result.factors, satisfying: flags, biometryDomainState: result.factors.contains(.biometry) ? state : nil,
+        let biometric = result.factors.contains(.biometry)
+        let state = flags.involvesBiometry || biometric ? authenticator.biometryDomainState : nil
+        context.record(result.factors, satisfying: flags, biometryDomainState: biometric ? state : nil,
                        at: KeychainServicesDefaults.currentClock()())
         if flags.involvesBiometry { observed.withLock { $0.domainState = state } }
         return nil
