@@ -86,4 +86,32 @@ extension Transaction {
             throw EngineError(Status.unimplemented, "the Secret Service cannot enforce an access control that needs a person (user presence, biometry, passcode): any program of the session could read this secret with `secret-tool lookup`, with no prompt. Store the item in a keychain file, or accept this with SecretServiceStorage.Options.allowsUnenforcedAccessControl (KEYSTONE_SECRET_SERVICE_UNENFORCED_ACCESS_CONTROL=1).")
         }
     }
+
+    /// Seals every unlocked item in Keystone's schema whose seal does not verify but whose attributes are whole
+    /// (``SecretServiceStorage/resealItems()``); the number sealed.
+    func resealAll() throws -> Int {
+        if try storage.noteLockState(client.isLocked(storage.collectionPath)) {
+            guard try storage.handleLockedCollection() else {
+                throw EngineError(Status.interactionNotAllowed, "the Secret Service collection is locked: nothing was sealed")
+            }
+        }
+        let key = try signingKey()
+        let keys = try sealKeys()
+        var count = 0
+        for path in try client.search(storage.collectionPath, [(ItemMapping.schemaKey, ItemMapping.schemaName)]).sorted() {
+            guard let info = try client.itemInfo(path), !info.locked,
+                  let itemClass = info.attributes[ItemMapping.classKey].flatMap(ItemClass.init(rawValue:)),
+                  let rowID = info.attributes[ItemMapping.rowIDKey].flatMap(Int64.init),
+                  Seal.verdict(path: path, info: info, keys: keys) != .sealed,
+                  let secret = try fetchSecrets([(path, nil)])[path],
+                  (try? ItemMapping.row(from: info.attributes, secret: secret, itemClass: itemClass, rowID: rowID)) != nil
+            else { continue }  // not Keystone's, already sealed, or damaged: left as it is
+            var attributes = info.attributes.filter { $0.key != Seal.attribute && $0.key != ItemMapping.sizeKey }.map { ($0.key, $0.value) }
+            attributes.append((ItemMapping.sizeKey, String(secret.count)))
+            attributes.append((Seal.attribute, Seal.seal(path: path, attributes: attributes, key: key)))
+            try client.setAttributes(path, attributes)
+            count += 1
+        }
+        return count
+    }
 }

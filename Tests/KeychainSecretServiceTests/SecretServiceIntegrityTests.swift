@@ -256,3 +256,28 @@ struct SealVerdictTests {
     }
 }
 #endif
+
+#if canImport(KeychainSecretService)
+@Suite("Secret Service seals: recovery after the seal key item was deleted",
+       .enabled(if: skipReason == nil, Comment(rawValue: skipReason ?? "")))
+struct SealRecoveryTests {
+    @Test("without the seal key Keystone's items are ignored (never deleted); resealItems() adopts them again, and not a damaged one")
+    func resealAfterKeyDeleted() throws {
+        let f = try Fixture()
+        try f.engine.add(password("mail", "alice", [Key.valueData: .data(Data("alice's own".utf8))]))
+        try f.engine.add(password("mail", "bob", [Key.valueData: .data(Data("bob's own".utf8))]))
+        // Bob's lookup attribute edited to another account: damaged, whatever the seal says.
+        let bob = try f.keystoneItem("mail", "bob")
+        var edited = bob.attributes
+        edited["account"] = "carol"
+        try f.setAttributes(bob.path, edited)
+        #expect(try f.tool("secret-tool", "clear", "keystone:class", "seal-key").status == 0)
+        #expect(status { _ = try secret(f.engine, "mail", "alice") } == Status.itemNotFound)
+        #expect(try f.tool("secret-tool", "lookup", "service", "mail", "account", "alice").out == "alice's own")
+        #expect(try f.storage.resealItems() == 1)
+        #expect(try secret(f.engine, "mail", "alice") == "alice's own")
+        #expect(status { _ = try secret(f.engine, "mail", "carol") } == Status.itemNotFound)
+        #expect(try f.storage.resealItems() == 0)
+    }
+}
+#endif
