@@ -98,7 +98,7 @@ struct ProtectedFilesReport {
         case .stale:
             return DoctorFinding(severity: .problem, check: "temporary file",
                                  detail: "\(name) was left by an interrupted write of \(target) (\(size)\(content))",
-                                 fix: "the next write of \(target) removes it (keystone seal … \(target)); or remove it now: rm -- '\(shown(file.url.path))'")
+                                 fix: "the next write of \(target) removes it (keystone seal … \(target)); or remove it now: rm -- '\(shown(file.url.path).replacingOccurrences(of: "'", with: "'\\''"))'")
         case .inUse:
             return DoctorFinding(severity: .note, check: "temporary file",
                                  detail: "\(name) is being written now by another process (it holds its lock): never removed", fix: nil)

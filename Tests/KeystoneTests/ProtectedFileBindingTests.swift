@@ -177,7 +177,7 @@ struct ProtectedFileRollbackTests {
         expectDecode("older version") { try f.guarded.read(at: f.scratch.file("c")) }
     }
 
-    @Test("a locked keychain: a protected write fails with -25308 before creating anything")
+    @Test("a locked keychain: a protected write fails with -25308 before creating anything; locked after the first unlock, completeUnlessOpen files are still written")
     func lockedWrite() throws {
         let f = try Fixture()
         let url = f.scratch.file("doc")
@@ -189,5 +189,12 @@ struct ProtectedFileRollbackTests {
         #expect(f.scratch.names == ["doc"])
         f.memory.lockState = .unlocked
         #expect(try f.guarded.read(at: url) == Data("v1".utf8))
+        // Locked after the first unlock: the counters stay usable, so completeUnlessOpen files are still written.
+        try f.guarded.write(Data("first".utf8), to: f.scratch.file("download"), protection: .completeUnlessOpen)
+        f.memory.lockState = .lockedAfterFirstUnlock
+        try f.guarded.write(Data("while locked".utf8), to: f.scratch.file("download"), protection: .completeUnlessOpen)
+        f.memory.lockState = .unlocked
+        #expect(try f.guarded.read(at: f.scratch.file("download")) == Data("while locked".utf8))
+        #expect(try f.counters().map(\.1).sorted() == [1, 2])
     }
 }

@@ -59,6 +59,10 @@ struct ProtectedFileTemporaryTests {
         #expect(states[".note.kspf.7.tmp"] == .notRegularFile && states[".note.kspf.8.tmp"] == .notRegularFile)
         #expect(states[".note.kspf.42.tmp"] == .stale && states[".other.kspf.42.tmp"] == .stale)
         #expect(states[".note.kspf.abc.tmp"] == nil && states["note.kspf.42.tmp"] == nil)
+        // The shortest temporary name: a one-letter target and one digit.
+        try Data("x".utf8).write(to: f.scratch.file(".a.1.tmp"))
+        #expect(try ProtectedFiles.temporaryFiles(in: f.scratch.url).first { $0.url.lastPathComponent == ".a.1.tmp" }?.targetName == "a")
+        try FileManager.default.removeItem(at: f.scratch.file(".a.1.tmp"))
         if !otherUser.isEmpty { #expect(states[".note.kspf.9.tmp"] == .otherOwner) }
 
         try f.files.write(Data("sealed".utf8), to: url)

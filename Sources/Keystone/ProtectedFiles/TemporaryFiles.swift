@@ -30,7 +30,7 @@ enum TemporaryFiles {
     static func targetName(of name: String) -> String? {
         let bytes = Array(name.utf8)
         let suffix = Array(".tmp".utf8)
-        guard bytes.count > 1 + 1 + 1 + 1 + suffix.count, bytes.first == UInt8(ascii: "."), bytes.suffix(suffix.count).elementsEqual(suffix) else { return nil }
+        guard bytes.count >= 1 + 1 + 1 + 1 + suffix.count, bytes.first == UInt8(ascii: "."), bytes.suffix(suffix.count).elementsEqual(suffix) else { return nil }
         var end = bytes.count - suffix.count          // one past the last digit
         var start = end
         while start > 0, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[start - 1]) { start -= 1 }
