@@ -38,7 +38,7 @@ import KeychainEngine
 /// **Not protected.**
 /// - Any program of the session reads every secret (`secret-tool lookup service S account A`), with no prompt.
 /// - A program that reads the seal key (an item like any other) can forge sealed items; one that can write can
-///   delete items, the seal key (after which Keystone's sealed items are ignored until it is restored), or change a
+///   delete items, the seal key (after which Keystone's sealed items are ignored until ``resealItems()``), or change a
 ///   secret in place (`SetSecret`: the seal does not cover the secret, so a password changed in Seahorse is read).
 /// - An item deleted and then recreated from a saved copy by such a program; a crash between creating an item and
 ///   sealing it leaves an unsealed item that readers ignore.
