@@ -73,6 +73,15 @@ public enum Status {
     public static let policyDenied: Int32 = -67723
     public static let waitForCallback: Int32 = -67730
     public static let restrictedAPI: Int32 = -34020
+    // Trust evaluation (SecTrust's errors; SecBase.h).
+    public static let hostNameMismatch: Int32 = -67602
+    public static let invalidExtendedKeyUsage: Int32 = -67609
+    public static let unsupportedKeySize: Int32 = -67735
+    public static let invalidDigestAlgorithm: Int32 = -67815
+    public static let certificateExpired: Int32 = -67818
+    public static let certificateNotValidYet: Int32 = -67819
+    public static let notTrusted: Int32 = -67843
+    public static let certificateValidityPeriodTooLong: Int32 = -67901
 
     /// The readable names of the codes above, `errSec…` as Apple spells them.
     public static let names: [Int32: String] = [
@@ -106,6 +115,10 @@ public enum Status {
         invalidEncoding: "errSecInvalidEncoding", invalidKey: "errSecInvalidKey",
         unsupportedOperation: "errSecUnsupportedOperation", policyDenied: "errSecPolicyDenied",
         waitForCallback: "errSecWaitForCallback", restrictedAPI: "errSecRestrictedAPI",
+        hostNameMismatch: "errSecHostNameMismatch", invalidExtendedKeyUsage: "errSecInvalidExtendedKeyUsage",
+        unsupportedKeySize: "errSecUnsupportedKeySize", invalidDigestAlgorithm: "errSecInvalidDigestAlgorithm",
+        certificateExpired: "errSecCertificateExpired", certificateNotValidYet: "errSecCertificateNotValidYet",
+        notTrusted: "errSecNotTrusted", certificateValidityPeriodTooLong: "errSecCertificateValidityPeriodTooLong",
     ]
 
     /// Apple's messages (`SecCopyErrorMessageString`) for the codes above.
@@ -181,6 +194,14 @@ public enum Status {
         policyDenied: "The policy was denied.",
         waitForCallback: "Wait for callback.",
         restrictedAPI: "Operation is restricted to Apple internal use.",
+        hostNameMismatch: "A host name mismatch has occurred.",
+        invalidExtendedKeyUsage: "The extended key usage is not valid.",
+        unsupportedKeySize: "The key size is not supported.",
+        invalidDigestAlgorithm: "An invalid digest algorithm was detected.",
+        certificateExpired: "An expired certificate was detected.",
+        certificateNotValidYet: "The certificate is not yet valid.",
+        notTrusted: "The trust policy was not trusted.",
+        certificateValidityPeriodTooLong: "The validity period in the certificate exceeds the maximum allowed.",
     ]
 
     /// Apple's message for `code`, or `OSStatus <code>` for a code Apple has no message for.

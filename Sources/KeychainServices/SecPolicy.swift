@@ -61,8 +61,10 @@ public final class SecPolicy: NSObject, Sendable {
 ///     address for an IP literal); nil to skip the name check.
 /// - Returns: The policy, for ``SecTrustCreateWithCertificates(_:_:_:)``.
 /// - Important: As Apple's `SecPolicyCreateSSL`, the name is checked whenever one is given, for a client policy
-///   too. Keystone's SSL policy does not check extended key usage (Apple requires serverAuth when the extension is
-///   present): a leaf made for client authentication passes a server policy here.
+///   too. As Apple's, the SSL policy also checks extended key usage (serverAuth for a server, clientAuth for a
+///   client: `errSecInvalidExtendedKeyUsage`, -67609), and for a server SHA-1 signatures
+///   (`errSecInvalidDigestAlgorithm`) and the leaf's validity period (`errSecCertificateValidityPeriodTooLong`); the
+///   decisions are next to the checks (SecPolicyChecks.swift).
 public func SecPolicyCreateSSL(_ server: Bool, _ hostname: CFString?) -> SecPolicy {
     SecPolicy(kind: .ssl(server: server, hostname: hostname.map { String($0) }))
 }

@@ -85,6 +85,9 @@ struct VerifyCertificate: ParsableCommand {
         case errSecCertificateExpired: return "CSSMERR_TP_CERT_EXPIRED"
         case errSecHostNameMismatch: return "CSSMERR_APPLETP_HOSTNAME_MISMATCH"
         case errSecNotTrusted, errSecCreateChainFailed: return "CSSMERR_TP_NOT_TRUSTED"
+        case errSecInvalidExtendedKeyUsage: return "CSSMERR_APPLETP_INVALID_EXTENDED_KEY_USAGE"
+        case errSecInvalidDigestAlgorithm: return "CSSMERR_CSP_ALGID_MISMATCH"
+        case errSecCertificateValidityPeriodTooLong: return "CSSMERR_TP_CERT_SUSPENDED"
         default: return "CSSMERR_TP_INVALID_CERTIFICATE"
         }
     }

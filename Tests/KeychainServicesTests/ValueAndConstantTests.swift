@@ -199,6 +199,10 @@ struct ConstantTests {
         (errSecDecode, "Unable to decode the provided data."),
         (errSecMissingEntitlement, "A required entitlement isn't present."),
         (errSecServiceNotAvailable, "The required service is not available."),
+        (errSecInvalidExtendedKeyUsage, "The extended key usage is not valid."),
+        (errSecNotTrusted, "The trust policy was not trusted."),
+        (errSecHostNameMismatch, "A host name mismatch has occurred."),
+        (errSecCertificateExpired, "An expired certificate was detected."),
         (OSStatus(-99_999), "OSStatus -99999"),
         (OSStatus(12_345), "OSStatus 12345"),
     ] as [(OSStatus, String)])

@@ -39,7 +39,7 @@ struct VerifyCertFiles {
                                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
                             }, issuerPrivateKey: .init(issuerKey))
         }
-        func leaf(_ host: String, from: Int, to: Int) throws -> Certificate {
+        func leaf(_ host: String, from: Int, to: Int, usage: ExtendedKeyUsage.Usage = .serverAuth) throws -> Certificate {
             let key = P256.Signing.PrivateKey()
             return try Certificate(version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
                                    notValidBefore: Self.date(from), notValidAfter: Self.date(to), issuer: intermediateName,
@@ -47,7 +47,7 @@ struct VerifyCertFiles {
                                    extensions: try Certificate.Extensions {
                                        Critical(BasicConstraints.notCertificateAuthority)
                                        Critical(KeyUsage(digitalSignature: true))
-                                       try ExtendedKeyUsage([.serverAuth])
+                                       try ExtendedKeyUsage([usage])
                                        SubjectAlternativeNames([.dnsName(host)])
                                    }, issuerPrivateKey: .init(intermediateKey))
         }
@@ -57,6 +57,7 @@ struct VerifyCertFiles {
         try write("expired.pem", leaf("localhost", from: 2021, to: 2022))
         try write("future.pem", leaf("localhost", from: 2090, to: 2091))
         try write("other.pem", leaf("other.example", from: 2025, to: 2027))
+        try write("client.pem", leaf("localhost", from: 2025, to: 2027, usage: .clientAuth))
         var serializer = DER.Serializer()
         try serializer.serialize(try leaf("localhost", from: 2025, to: 2027))
         try Data(serializer.serializedBytes).write(to: work.appendingPathComponent("leaf.der"))
@@ -92,6 +93,8 @@ struct VerifyCertCLITests {
         ("expired.pem", ["-p", "ssl", "-s", "localhost"], "CSSMERR_TP_CERT_EXPIRED"),
         // Apple's TemporalValidity check has one CSSM code for both.
         ("future.pem", ["-p", "basic"], "CSSMERR_TP_CERT_EXPIRED"),
+        // A client certificate of the same CA is not a server's (Apple's SSL policy checks extended key usage).
+        ("client.pem", ["-p", "ssl", "-s", "localhost"], "CSSMERR_APPLETP_INVALID_EXTENDED_KEY_USAGE"),
     ])
     func failures(leaf: String, policy: [String], result: String) throws {
         let files = try VerifyCertFiles()
