@@ -50,7 +50,7 @@ struct KeychainVariableTests {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("new.keychain-db").path
-        let engine = try KeychainServicesDefaults.environmentEngine(["KEYSTONE_KEYCHAIN": path, KeychainServicesDefaults.createKeychainVariable: "1"])
+        let engine = try KeychainServicesDefaults.environmentEngine(["KEYSTONE_KEYCHAIN": path, "KEYSTONE_KEYCHAIN_CREATE": "1"])
         #expect(FileManager.default.fileExists(atPath: path))
         try engine.add([Key.class: .string("genp"), Key.service: .string("svc"), Key.valueData: .data(Data("kept".utf8))])
         let reopened = try KeychainServicesDefaults.environmentEngine(["KEYSTONE_KEYCHAIN": path])
