@@ -364,6 +364,8 @@ struct ImportRun {
         guard let failure else { return report }
         let partial = ImportFailure(error: failure, report: report, failedEntry: failedEntry, failedEntryWritten: failedEntryWritten,
                                     notWritten: notWritten, restOfSourceUnread: restOfSourceUnread, writtenHandedOver: handedOverWritten)
+        // Decision: ImportFailure only when the keychain changed; when nothing was written the plain KeychainError keeps
+        // `catch KeychainError.interactionNotAllowed` and the like working, and says where it stopped.
         guard !options.dryRun, !partial.written.isEmpty || handedOverWritten > 0 || failedEntryWritten else {
             // Nothing was written: the keychain error itself (same code), naming where the import stopped.
             let place = failedEntry.map { "\($0): " } ?? ""

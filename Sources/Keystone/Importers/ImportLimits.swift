@@ -25,6 +25,10 @@ public struct ImportLimits: Sendable, Hashable {
     public var maxDecryptedBytes: Int
 
     /// The default limits: 1 MiB a field, 4 MiB a record, 64 MiB a JSON export, 1 MiB a decrypted `pass` entry.
+    ///
+    /// Decision: far above any password, note or export line seen in practice (browsers cap notes at a few
+    /// kilobytes, Bitwarden at 10,000 characters; a `pass` entry is a few lines), and low enough that a hostile file
+    /// costs a few megabytes of memory at most while it is refused.
     public static let `default` = ImportLimits()
 
     /// Limits; each default is far above any real password, note or export line.
