@@ -20,7 +20,9 @@ import Foundation
 /// Decisions: notes, custom fields and TOTP seeds are not imported (they often hold more secrets and would be stored
 /// as plain attributes): each result names what was left out. An entry without a password is
 /// ``ImportProblem/Kind/unsupported``; an entry without a name or URL, with a bad port, or a row with the wrong
-/// number of fields is ``ImportProblem/Kind/invalid``.
+/// number of fields is ``ImportProblem/Kind/invalid``. A header naming a column twice is refused (ambiguous). A CSV
+/// file is read incrementally (one record in memory); a field, record or JSON export over the ``limits`` is refused
+/// with `errSecDataTooLarge` naming the entry, never showing the value.
 public struct ExportFileImportSource: ImportSource {
     /// CSV or JSON.
     public enum Format: String, Sendable, Hashable {
