@@ -1,5 +1,6 @@
 // `import LocalAuthentication` on Linux: `LAContext`, `LAPolicy`, `LABiometryType` and `LAError`, which
-// KeychainServices declares (Sources/KeychainServices/LocalAuthentication.swift).
+// KeychainServices declares
+// (Sources/KeychainServices/LocalAuthentication.swift and LocalAuthenticationTypes.swift).
 //
 // It re-exports the whole of KeychainServices, not only those names (they stay KeychainServices' own types, the
 // LAContext that `kSecUseAuthenticationContext` takes): on Linux `import LocalAuthentication` alone also makes the
