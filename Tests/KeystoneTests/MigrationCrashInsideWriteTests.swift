@@ -58,22 +58,35 @@ struct MigrationCrashInsideWriteTests {
         #expect(lost.isEmpty, "secrets lost: \(lost)")
     }
 
-    @Test("Random SIGKILLs during runs over a large defaults file (real UserDefaults, 24 trials): 0 secrets lost, every rerun finishes")
+    /// How a trial ends the child.
+    enum Kill {
+        /// Not killed: the run goes to its end.
+        case never
+        /// SIGKILL this many microseconds after the run's first checkpoint.
+        case after(UInt32)
+        /// SIGKILL as soon as the parent sees the defaults plist shorter than it was (truncated by a write in
+        /// progress), or when the run ends.
+        case whenTruncated
+    }
+
+    @Test("Random SIGKILLs of runs over a large defaults file (real UserDefaults, 20 trials: at random moments, and as soon as the plist is seen truncated): 0 secrets lost, every rerun finishes")
     func randomKills() throws {
         let child = try #require(MigrationCrashTests.childBinary, "build MigrationChild first (swift build)")
-        // Calibrate: how long a whole run takes here, from its first checkpoint to its end. Only the kill times are
-        // drawn from it; no assertion depends on time.
         var generator = SystemRandomNumberGenerator()
-        // One setup (keychain file, defaults with 2 MiB of filler: a long write), copied for every trial.
+        // One setup (keychain file, defaults with 4 MiB of filler: a long write), copied for every trial.
         let template = try Sandbox()
-        let setup = try template.run(["setup:2"])
+        let setup = try template.run(["setup:4"])
         try #require(setup.status == 0, "\(setup.lines)")
-        func trial(killAfter delay: UInt32?) throws -> (sandbox: Sandbox, killed: Bool, elapsed: UInt64) {
+        let templatePlist = try #require(Self.plist(template))
+        let fullSize = try #require(try templatePlist.resourceValues(forKeys: [.fileSizeKey]).fileSize)
+
+        func trial(_ kill: Kill) throws -> (sandbox: Sandbox, killed: Bool, elapsed: UInt64) {
             let sandbox = try Sandbox()
             try FileManager.default.removeItem(at: sandbox.root.appendingPathComponent("home"))
             for name in try FileManager.default.contentsOfDirectory(atPath: template.root.path) {
                 try FileManager.default.copyItem(at: template.root.appendingPathComponent(name), to: sandbox.root.appendingPathComponent(name))
             }
+            let plist = try #require(Self.plist(sandbox)).path
             let process = Process()
             process.executableURL = URL(fileURLWithPath: child)
             process.arguments = ["migrate"]
@@ -91,23 +104,36 @@ struct MigrationCrashInsideWriteTests {
                 seen += chunk
             }
             let started = DispatchTime.now().uptimeNanoseconds
-            if let delay {
+            switch kill {
+            case .never:
+                break
+            case .after(let delay):
                 usleep(delay)
-                kill(process.processIdentifier, SIGKILL)
+                Glibc.kill(process.processIdentifier, SIGKILL)
+            case .whenTruncated:
+                var info = stat()
+                while process.isRunning {
+                    if stat(plist, &info) == 0 && Int(info.st_size) < fullSize {
+                        Glibc.kill(process.processIdentifier, SIGKILL)
+                        break
+                    }
+                }
             }
             _ = output.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
             let killed = process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
             return (sandbox, killed, DispatchTime.now().uptimeNanoseconds - started)
         }
-        let calibration = try trial(killAfter: nil)
+        // Calibrate: how long a whole run takes here, from its first checkpoint to its end. Only the kill moments are
+        // drawn from it; no assertion depends on time.
+        let calibration = try trial(.never)
         #expect(!calibration.killed)
         let span = max(UInt32(min(calibration.elapsed / 1000, 2_000_000)), 1000)
 
         var lost: [String] = []
         var kills = 0
-        for index in 0..<24 {
-            let run = try trial(killAfter: UInt32.random(in: 0...span, using: &generator))
+        for index in 0..<20 {
+            let run = try trial(index.isMultiple(of: 2) ? .after(UInt32.random(in: 0...span, using: &generator)) : .whenTruncated)
             if run.killed { kills += 1 }
             lost += try Self.lostSecrets(afterKillIn: run.sandbox, context: "trial \(index)").map { "trial \(index): \($0)" }
         }
