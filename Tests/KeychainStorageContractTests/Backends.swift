@@ -51,7 +51,10 @@ struct Backend: Sendable, CustomTestStringConvertible {
         }
         return [Backend(name: "secret service") {
             let daemon = try SecretServiceDaemon.start()
-            return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: .init(busAddress: daemon.busAddress)))
+            var options = SecretServiceStorage.Options(busAddress: daemon.busAddress)
+            // The contract stores access-controlled rows; this storage refuses them unless the app opts in.
+            options.allowsUnenforcedAccessControl = true
+            return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: options))
         }]
     }()
     #else
