@@ -46,7 +46,8 @@ struct Doctor: ParsableCommand {
 
         --json prints one object: "storage" {"kind": "file", "secret-service" or "etcd", "name": the path, \
         secret-service:[COLLECTION] or the etcd URL, "reason": "argument", "KEYSTONE_KEYCHAIN", "KEYSTONE_BACKEND", \
-        "default-keychain" or "default"}; "file" {"path", "inUse", "exists", "owner", "mode", "format", \
+        "default-keychain" or "default"}; "settings" {"directory", "problem": why its settings files are ignored \
+        (others can write the directory), or null}; "file" {"path", "inUse", "exists", "owner", "mode", "format", \
         "locked", "lockState", "sealed", "recoveryPassword", "unlockCache", "findings"}; "secretService" {"inUse", "argument", "available", \
         "busAddress", "addressSource" ("given", "DBUS_SESSION_BUS_ADDRESS", "$XDG_RUNTIME_DIR/bus" or "none"), \
         "daemon" {"name", "pid", "process"}, "collections" [{"path", "label", "locked"}], "defaultCollection", \
@@ -83,6 +84,8 @@ struct Doctor: ParsableCommand {
         // After the file: one token, so a TPM that serves one connection at a time (swtpm) is opened once.
         let tpm = TPMReport.examine(needed: file.inUse && file.sealed == true)
 
+        // The settings directory (default-keychain, search-list): ignored when others can write it (SettingsFiles).
+        let settingsProblem = SettingsFiles.directoryProblem(ToolConfig.directory)
         // Every string shown passes through Redaction: a keychain URL given with a password (which the etcd client
         // refuses) is shown with it masked, and so is any URL a diagnosis quotes.
         if json {
@@ -93,11 +96,17 @@ struct Doctor: ParsableCommand {
                 "secretService": secretService.json,
                 "authentication": authentication.json.merging(["findings": authentication.findings.map(\.json)]) { $1 },
                 "tpm": tpm.json,
+                "settings": ["directory": ToolConfig.directory, "problem": settingsProblem ?? NSNull()] as [String: Any],
                 "ok": ok,
             ] as [String: Any]))
         } else {
             var text = "storage: " + (etcdInUse ? "the etcd keychain \(spec)" : secretServiceInUse ? "the Secret Service (\(spec))" : "the keychain file \(spec)")
                 + ", \(reason.sentence)\n"
+            if let settingsProblem {
+                text += "settings: \(ToolConfig.directory)\n" + Self.lines([DoctorFinding(
+                    severity: .warning, check: "directory", detail: settingsProblem + "; its default-keychain and search-list are ignored",
+                    fix: SettingsFiles.directoryFix(ToolConfig.directory))])
+            }
             if let etcd { text += "etcd keychain: \(etcd.url)\n" + Self.lines(etcd.findings) }
             text += "keychain file: \(file.path)\(file.inUse ? "" : " (not in use)")\n" + Self.lines(file.findings)
             text += "Secret Service: \(secretService.argument)\(secretService.inUse ? "" : " (not in use)")\n" + Self.lines(secretService.findings)

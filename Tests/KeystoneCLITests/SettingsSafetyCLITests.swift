@@ -66,6 +66,12 @@ struct SettingsSafetyCLITests {
         #expect(set.stderr.contains("chmod 700"), "\(set.stderr)")
         #expect(try String(contentsOfFile: directory + "/default-keychain", encoding: .utf8) == planted + "\n", "nothing was written")
         #expect(try box.run("list-keychains", "-s", "mine").status != 0)
+
+        // doctor says so, with the fix.
+        let doctor = try box.run("doctor")
+        #expect(doctor.stdout.contains("settings: \(directory)") && doctor.stdout.contains("warning  directory:"), "\(doctor.stdout)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(try box.run("doctor", "--json").stdout.utf8)) as? [String: Any])
+        #expect(((json["settings"] as? [String: Any])?["problem"] as? String)?.contains("0777") == true)
     }
 
     @Test("doctor never prints the password of an etcd URL, given as the argument or in KEYSTONE_KEYCHAIN, in text or JSON")
