@@ -254,7 +254,7 @@ struct KeychainServicesTests {
             addProtected()
             let context = LAContext()
             context.touchIDAuthenticationAllowableReuseDuration = 10
-            #expect(try await context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "Unlock"))
+            #expect(try await context.evaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, localizedReason: "Unlock"))
             var query = read
             query[kSecUseAuthenticationContext as String] = context
             var result: CFTypeRef?
@@ -309,7 +309,7 @@ struct KeychainServicesTests {
             let context = LAContext()
             context.touchIDAuthenticationAllowableReuseDuration = 60
             let replied: (Bool, (any Error)?) = await withCheckedContinuation { continuation in
-                context.evaluatePolicy(.deviceOwnerAuthentication, localizedReason: "Unlock") { success, error in
+                context.evaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, localizedReason: "Unlock") { success, error in
                     continuation.resume(returning: (success, error))
                 }
             }
