@@ -20,7 +20,8 @@ struct KeystoneTool: ParsableCommand {
         (~/.local/share/keystone when XDG_DATA_HOME is unset); `secret-service:` (or secret-service:COLLECTION) \
         names the freedesktop Secret Service instead, and etcd://host:port,…/NAME[?user=U] (etcds://…?ca=&cert=&key= \
         for TLS; the etcd password in KEYSTONE_ETCD_PASSWORD) a keychain kept in an etcd cluster, end-to-end \
-        encrypted and shared by every machine that reaches it. The default keychain is $KEYSTONE_KEYCHAIN; else the \
+        encrypted and shared by every machine that reaches it. The default keychain is $KEYSTONE_KEYCHAIN (a file \
+        that must exist, unless KEYSTONE_KEYCHAIN_CREATE=1); else the \
         Secret Service or etcd keychain KEYSTONE_BACKEND names; else (KEYSTONE_BACKEND file or \
         unset) the one set with `default-keychain -s`, else login.keychain-db, created on first use. \
         `keystone doctor` says which is in use and why. \
