@@ -159,7 +159,8 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     }
 
     /// True: every machine of the fleet reads and writes these rows (what is per machine, such as an install
-    /// marker, does not describe them).
+    /// marker, does not describe them). Keystone's fresh-install wipe is therefore refused on an etcd keychain
+    /// unless the app asks for it explicitly: each new machine would otherwise wipe the fleet's items.
     public var isSharedAcrossMachines: Bool { true }
 
     // MARK: - Lock state

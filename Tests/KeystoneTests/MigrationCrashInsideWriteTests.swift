@@ -73,9 +73,9 @@ struct MigrationCrashInsideWriteTests {
     func randomKills() throws {
         let child = try #require(MigrationCrashTests.childBinary, "build MigrationChild first (swift build)")
         var generator = SystemRandomNumberGenerator()
-        // One setup (keychain file, defaults with 4 MiB of filler: a long write), copied for every trial.
+        // One setup (keychain file, defaults with 1 MiB of filler: a long write), copied for every trial.
         let template = try Sandbox()
-        let setup = try template.run(["setup:4"])
+        let setup = try template.run(["setup:1"])
         try #require(setup.status == 0, "\(setup.lines)")
         let templatePlist = try #require(Self.plist(template))
         let fullSize = try #require(try templatePlist.resourceValues(forKeys: [.fileSizeKey]).fileSize)
