@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Darwin)
+import Darwin   // MAXPATHLEN, F_GETPATH
+#endif
 
 #if os(macOS) || os(Linux)
 // Running gpg for a pass entry: the file opened by Keystone (checked to be inside the store) on gpg's standard input,
