@@ -5,8 +5,8 @@ import Foundation
 ///
 /// It holds every primary-key attribute of the class but the access group and `sync` (which each call
 /// gives). Keystone's typed `Keychain` compiles its items to this and, over a ``KeychainEngine`` on a
-/// ``MemoryStorage``, runs ``KeychainEngine/compiledSecret(for:accessGroup:synchronizable:)`` and
-/// ``KeychainEngine/compiledSave(_:for:accessGroup:synchronizable:accessibility:label:comment:)``: the
+/// ``MemoryStorage``, runs `compiledSecret(for:accessGroup:synchronizable:observedQuery:)` and
+/// `compiledSave(_:for:…)`: the
 /// same rules as the SecItem operations, without their dictionaries.
 public struct CompiledItemKey: Sendable {
     /// The class.

@@ -36,7 +36,7 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 /// An encrypted keychain file: Linux's default keychain storage.
 ///
 /// One SQLite file (WAL, `synchronous=FULL`) per keychain, modelled on Apple's data-protection keychain
-/// (the format: ``FileFormat``; creation and opening: `FileLifecycle.swift`; rows: `Rows.swift`):
+/// (the format: `FileFormat`; creation and opening: `FileLifecycle.swift`; rows: `Rows.swift`):
 ///
 /// - A random 256-bit master key, wrapped (AES-GCM) by a key derived from the keychain password with scrypt.
 ///   The scrypt parameters live in the file's header, are validated when read, and are raised on unlock when
@@ -52,9 +52,9 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 ///   the decrypted attributes: a row edited, swapped or copied in any column reads as `errSecDecode`, alone,
 ///   and never as another item.
 ///
-/// Lock states: ``lock()`` discards every key (``LockState/locked``: reads and writes fail with
+/// Lock states: ``lock()`` discards every key (`LockState.locked`: reads and writes fail with
 /// `errSecInteractionNotAllowed`, nothing is touched). The auto-lock timeout keeps the C and D keys
-/// (``LockState/lockedAfterFirstUnlock``), as a device that locks after a first unlock.
+/// (`LockState.lockedAfterFirstUnlock`), as a device that locks after a first unlock.
 ///
 /// Across processes, unlocked keys are cached in the Linux kernel user keyring under the file's identity
 /// (device, inode and a random id in the header), checked against the header before use and expiring with the
