@@ -48,7 +48,7 @@ public enum FingerprintVerification: Sendable, Equatable {
     case match
     /// A finger was read and matched none of the enrolled prints (`verify-no-match`).
     case noMatch
-    /// The ``AuthenticationCancellation`` fired while the verification waited.
+    /// The `AuthenticationCancellation` fired while the verification waited.
     case cancelled
     /// Another process holds the reader (fprintd's `net.reactivated.Fprint.Error.AlreadyInUse`).
     case claimedByAnotherProcess

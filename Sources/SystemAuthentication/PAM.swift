@@ -36,7 +36,7 @@ public enum PAMConfigurationError: Error, Sendable, Hashable, CustomStringConver
 ///
 /// The values are checked by ``init(service:user:configurationDirectory:maximumAttempts:)`` and ``validate()``; an
 /// invalid configuration that reaches ``PAMAuthentication/authenticate(_:reason:prompter:cancellation:)`` (its
-/// properties are `var`) is refused there with ``AuthenticationOutcome/notAvailable``, never silently corrected.
+/// properties are `var`) is refused there with `AuthenticationOutcome.notAvailable`, never silently corrected.
 public struct PAMConfiguration: Sendable, Hashable {
     /// The service ``service`` defaults to: `/etc/pam.d/keystone`, which `keystone install-pam` writes.
     public static let defaultService = "keystone"
@@ -179,23 +179,23 @@ public struct PAMResult: Sendable, Equatable, CustomStringConvertible {
 ///
 /// | PAM status | Outcome |
 /// |---|---|
-/// | `PAM_SUCCESS` | ``AuthenticationOutcome/success`` |
-/// | `PAM_AUTH_ERR`, `PAM_CRED_INSUFFICIENT`, `PAM_PERM_DENIED` | ``AuthenticationOutcome/failed`` |
-/// | `PAM_MAXTRIES` after an answered prompt (pam_unix's third wrong password in one transaction) | ``AuthenticationOutcome/failed`` |
-/// | `PAM_MAXTRIES` otherwise (a module refused before asking) | ``AuthenticationOutcome/lockout`` |
-/// | `PAM_USER_UNKNOWN` | ``AuthenticationOutcome/passcodeNotSet`` (no usable login password for the user) |
-/// | `PAM_AUTHINFO_UNAVAIL` | ``AuthenticationOutcome/notAvailable`` |
-/// | any failure after the cancellation was cancelled | ``AuthenticationOutcome/appCancel`` |
-/// | any failure after a prompt met a non-interactive prompter | ``AuthenticationOutcome/notInteractive`` |
-/// | `PAM_CONV_ERR` otherwise (the prompter answered nil) | ``AuthenticationOutcome/userCancel`` |
-/// | `PAM_ABORT` otherwise | ``AuthenticationOutcome/systemCancel`` |
-/// | `pam_start` failed (no such configuration directory, no service and no `other` file) | ``AuthenticationOutcome/notAvailable`` |
-/// | anything else | ``AuthenticationOutcome/failed`` |
+/// | `PAM_SUCCESS` | `AuthenticationOutcome.success` |
+/// | `PAM_AUTH_ERR`, `PAM_CRED_INSUFFICIENT`, `PAM_PERM_DENIED` | `AuthenticationOutcome.failed` |
+/// | `PAM_MAXTRIES` after an answered prompt (pam_unix's third wrong password in one transaction) | `AuthenticationOutcome.failed` |
+/// | `PAM_MAXTRIES` otherwise (a module refused before asking) | `AuthenticationOutcome.lockout` |
+/// | `PAM_USER_UNKNOWN` | `AuthenticationOutcome.passcodeNotSet` (no usable login password for the user) |
+/// | `PAM_AUTHINFO_UNAVAIL` | `AuthenticationOutcome.notAvailable` |
+/// | any failure after the cancellation was cancelled | `AuthenticationOutcome.appCancel` |
+/// | any failure after a prompt met a non-interactive prompter | `AuthenticationOutcome.notInteractive` |
+/// | `PAM_CONV_ERR` otherwise (the prompter answered nil) | `AuthenticationOutcome.userCancel` |
+/// | `PAM_ABORT` otherwise | `AuthenticationOutcome.systemCancel` |
+/// | `pam_start` failed (no such configuration directory, no service and no `other` file) | `AuthenticationOutcome.notAvailable` |
+/// | anything else | `AuthenticationOutcome.failed` |
 ///
 /// Keystone's own stop reasons win over the status PAM gives (a stack like Debian's `common-auth` turns a
 /// conversation error into `PAM_AUTH_ERR` through `pam_deny`), except that a `PAM_SUCCESS` despite a refused
 /// prompt (an `optional` module) is a success — unless the app cancelled, which always ends in
-/// ``AuthenticationOutcome/appCancel``.
+/// `AuthenticationOutcome.appCancel`.
 ///
 /// - Important: The PAM modules may log every attempt, failed or not, to syslog (`/var/log/auth.log`, the
 ///   journal) with the user name; pam_faillock and pam_tally count failures across processes and may lock the
@@ -219,9 +219,9 @@ public enum PAMAuthentication {
     ///   message before each retry. A failure without any answered prompt (`pam_deny`) is not retried, and a module
     ///   may end the retries earlier with `PAM_MAXTRIES` (pam_unix allows three wrong passwords per transaction).
     /// - A prompter that is not ``AuthenticationPrompter/isInteractive`` is never asked: a prompt ends the
-    ///   authentication with ``AuthenticationOutcome/notInteractive``; a stack that asks nothing (`pam_permit`) still
+    ///   authentication with `AuthenticationOutcome.notInteractive`; a stack that asks nothing (`pam_permit`) still
     ///   succeeds.
-    /// - Cancelling `cancellation` (before or during) ends it with ``AuthenticationOutcome/appCancel``: the prompter
+    /// - Cancelling `cancellation` (before or during) ends it with `AuthenticationOutcome.appCancel`: the prompter
     ///   must return nil promptly, and PAM's fail delay is interrupted at once.
     /// - `PAM_DISALLOW_NULL_AUTHTOK` is passed: an account with an empty password does not authenticate through
     ///   pam_unix even with `nullok`.

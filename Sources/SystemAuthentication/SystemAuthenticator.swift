@@ -30,7 +30,7 @@ public struct SystemAuthenticationConfiguration: Sendable {
 
 /// The person behind LocalAuthentication on Linux: the login password through PAM, fingerprints through fprintd.
 ///
-/// An engine ``Authenticator``: the keychain engine asks it for access-controlled items, and `LAContext` on Linux
+/// An engine `Authenticator`: the keychain engine asks it for access-controlled items, and `LAContext` on Linux
 /// evaluates its policies with it. What each access-control flag asks:
 ///
 /// | Flags | Asks |
@@ -43,8 +43,8 @@ public struct SystemAuthenticationConfiguration: Sendable {
 /// | `.watch` (companion), `.applicationPassword` | `notAvailable`: Linux has no companion device, and application passwords are not supported |
 ///
 /// Decisions:
-/// - Each success reports the factor the person used (``authenticateReportingFactors(_:)``): a fingerprint is
-///   ``AuthenticationFactor/biometry``, the password ``AuthenticationFactor/passcode``. An authentication context
+/// - Each success reports the factor the person used (`authenticateReportingFactors(_:)`): a fingerprint is
+///   `AuthenticationFactor.biometry`, the password `AuthenticationFactor.passcode`. An authentication context
 ///   then covers only what that factor satisfies: the password typed at a `.userPresence` prompt (after the
 ///   fingerprint missed, or without a reader) never opens a `.biometryAny` item, a finger never a `.devicePasscode` one.
 /// - Every authentication needs an interactive prompter (a terminal, or the app's own): without one it ends at once
@@ -102,8 +102,8 @@ public final class SystemAuthenticator: Authenticator {
         authenticateReportingFactors(request).outcome
     }
 
-    /// Asks for what `request`'s flags need and reports the factors the person proved: ``AuthenticationFactor/biometry``
-    /// for a fingerprint match, ``AuthenticationFactor/passcode`` for the password PAM accepted (both, when both
+    /// Asks for what `request`'s flags need and reports the factors the person proved: `AuthenticationFactor.biometry`
+    /// for a fingerprint match, `AuthenticationFactor.passcode` for the password PAM accepted (both, when both
     /// were required). So a `.userPresence` prompt answered with the password leaves a context that covers
     /// `.devicePasscode` and `.userPresence` items, never a biometry-only one.
     public func authenticateReportingFactors(_ request: AuthenticationRequest) -> AuthenticationResult {

@@ -153,7 +153,7 @@ public struct TerminalPrompter: AuthenticationPrompter {
 /// A pipe a cancellation handler writes to, to wake a `poll(2)`.
 ///
 /// A class so the descriptors are closed only when the last reference (the read loop's, or a cancellation
-/// handler still running after ``AuthenticationCancellation/removeHandler(_:)``) is gone: a late handler never
+/// handler still running after `AuthenticationCancellation.removeHandler(_:)`) is gone: a late handler never
 /// writes to a descriptor number reused by something else.
 private final class WakePipe: Sendable {
     let readFD: Int32
