@@ -5,9 +5,9 @@ import KeychainEngine
 /// A keychain in memory with every real rule, and the controls tests need: lock state, device
 /// profile, scripted authentication, injected failures, a call log, biometry changes, access groups.
 ///
-/// It is a ``KeychainStore`` over a ``KeychainEngine`` on a ``MemoryStorage``: duplicates, not-found,
+/// It is a `KeychainStore` over a `KeychainEngine` on a `MemoryStorage`: duplicates, not-found,
 /// update-matches-all, locked items, access control and `-34018` behave as on a device. Hand it to
-/// ``Keychain`` (or to your own code through its store) in tests:
+/// `Keychain` (or to your own code through its store) in tests:
 ///
 /// ```swift
 /// let memory = InMemoryKeychain()
@@ -16,7 +16,7 @@ import KeychainEngine
 /// #expect(throws: KeychainError.interactionNotAllowed) { try keychain.data(for: item) }
 /// ```
 ///
-/// Raw SecItem-style code can use ``engine`` directly. Operations throw ``KeychainError``.
+/// Raw SecItem-style code can use ``engine`` directly. Operations throw `KeychainError`.
 ///
 /// Thread safety: every control is behind a lock; the type is `Sendable`.
 public final class InMemoryKeychain: EngineBackedStore, Sendable {
@@ -68,7 +68,7 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
         self.profile = profile
     }
 
-    /// The Secure Enclave of this keychain's device (``KeychainStore/secureEnclave``): ``emulatedSecureEnclave`` with
+    /// The Secure Enclave of this keychain's device (`KeychainStore.secureEnclave`): ``emulatedSecureEnclave`` with
     /// the ``DeviceProfile/device`` profile, nil with ``DeviceProfile/simulator``. Hardware signing keys
     /// (`SigningKeyFactory`) made through this keychain live in it, and only it can use them.
     public var secureEnclave: (any SecureEnclaveToken)? {
@@ -79,28 +79,28 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
 
     /// `SecItemAdd` with the engine's rules.
     ///
-    /// - Throws: ``KeychainError`` (see ``KeychainStore/add(_:)``), or an injected failure.
+    /// - Throws: `KeychainError` (see `KeychainStore.add(_:)`), or an injected failure.
     public func add(_ attributes: KeychainQuery) throws -> ItemResult? {
         try convert { try engine.add(attributes) }
     }
 
     /// `SecItemCopyMatching` with the engine's rules.
     ///
-    /// - Throws: ``KeychainError`` (see ``KeychainStore/copyMatching(_:)``), or an injected failure.
+    /// - Throws: `KeychainError` (see `KeychainStore.copyMatching(_:)`), or an injected failure.
     public func copyMatching(_ query: KeychainQuery) throws -> ItemResult? {
         try convert { try engine.copyMatching(query) }
     }
 
     /// `SecItemUpdate` with the engine's rules.
     ///
-    /// - Throws: ``KeychainError`` (see ``KeychainStore/update(_:with:)``), or an injected failure.
+    /// - Throws: `KeychainError` (see `KeychainStore.update(_:with:)`), or an injected failure.
     public func update(_ query: KeychainQuery, with attributesToUpdate: KeychainQuery) throws {
         try convert { try engine.update(query, with: attributesToUpdate) }
     }
 
     /// `SecItemDelete` with the engine's rules.
     ///
-    /// - Throws: ``KeychainError`` (see ``KeychainStore/delete(_:)``), or an injected failure.
+    /// - Throws: `KeychainError` (see `KeychainStore.delete(_:)`), or an injected failure.
     public func delete(_ query: KeychainQuery) throws {
         try convert { try engine.delete(query) }
     }
@@ -108,7 +108,7 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
     /// Add-or-update with the engine's rules: the call log and injected failures see an add, then (when the
     /// item exists) an update, as with separate calls.
     ///
-    /// - Throws: ``KeychainError`` (see ``KeychainStore/addOrUpdate(_:matching:with:)``), or an injected failure.
+    /// - Throws: `KeychainError` (see `KeychainStore.addOrUpdate(_:matching:with:)`), or an injected failure.
     public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
         try convert { let _: KeychainEngine.SaveOutcome = try engine.addOrUpdate(attributes, matching: query, with: changes) }
     }
@@ -152,7 +152,7 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
     }
 
     /// Whether the device has a passcode (`whenPasscodeSetThisDeviceOnly` items need one; without one the
-    /// authenticator reports ``AuthenticationOutcome/passcodeNotSet`` instead of prompting).
+    /// authenticator reports `AuthenticationOutcome.passcodeNotSet` instead of prompting).
     public var passcodeSet: Bool {
         get { engine.configuration.passcodeSet }
         set {

@@ -4,14 +4,14 @@ import KeychainEngine
 
 /// A keychain of its own for one test: a unique service, a store, and cleanup when the test ends.
 ///
-/// Get one with ``withIsolatedKeychain(_:_:)`` (any test framework) or the Swift Testing trait
+/// Get one with `withIsolatedKeychain(_:_:)` (any test framework) or the Swift Testing trait
 /// `@Test(.isolatedKeychain)` and ``IsolatedKeychain/current``.
 public struct IsolatedKeychain: Sendable {
     /// Where an isolated keychain's items live.
     public enum Backend: Sendable, Hashable {
         /// A fresh ``InMemoryKeychain`` with this device profile.
         case inMemory(InMemoryKeychain.DeviceProfile = .device)
-        /// The platform keychain (``SystemKeychain``), under a unique service deleted afterwards.
+        /// The platform keychain (`SystemKeychain`), under a unique service deleted afterwards.
         case system
     }
 
@@ -23,7 +23,7 @@ public struct IsolatedKeychain: Sendable {
     public let memory: InMemoryKeychain?
 
     /// The isolated keychain of the running test, set by the `.isolatedKeychain` trait and by
-    /// ``withIsolatedKeychain(_:_:)``.
+    /// `withIsolatedKeychain(_:_:)`.
     @TaskLocal public static var current: IsolatedKeychain?
 
     /// Creates an isolated keychain on `backend` with a unique service starting with `prefix`.
@@ -48,7 +48,7 @@ public struct IsolatedKeychain: Sendable {
 
     /// Deletes every item of this test's service (and nothing else).
     ///
-    /// - Throws: ``KeychainError`` (`errSecInteractionNotAllowed` when the keychain is locked).
+    /// - Throws: `KeychainError` (`errSecInteractionNotAllowed` when the keychain is locked).
     public func cleanUp() throws {
         if let memory, memory.lockState != .unlocked { memory.lockState = .unlocked }
         try keychain.deleteAll(service: service)
@@ -81,7 +81,7 @@ public func withIsolatedKeychain<Result>(_ backend: IsolatedKeychain.Backend = .
     return try IsolatedKeychain.$current.withValue(isolated) { try body(isolated) }
 }
 
-/// The async form of ``withIsolatedKeychain(_:_:)``.
+/// The async form of `withIsolatedKeychain(_:_:)`.
 ///
 /// - Throws: what `body` throws.
 public func withIsolatedKeychain<Result>(_ backend: IsolatedKeychain.Backend = .inMemory(),
@@ -160,7 +160,7 @@ import XCTest
 /// ```
 ///
 /// Override ``keychainBackend`` to use the platform keychain. Tests that do not subclass can call
-/// ``withIsolatedKeychain(_:_:)`` instead.
+/// `withIsolatedKeychain(_:_:)` instead.
 open class KeychainTestCase: XCTestCase {
     // A lock-protected box rather than a mutable stored property: test cases may be Sendable.
     private let box = Locked<IsolatedKeychain?>(nil)

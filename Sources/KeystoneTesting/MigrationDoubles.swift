@@ -4,7 +4,7 @@ import KeychainEngine
 
 /// `UserDefaults` in memory, as Linux's swift-corelibs-foundation keeps it: changes live in memory until
 /// ``synchronize()`` persists them, and ``simulateCrash()`` loses what was not synchronized. For tests of
-/// ``DefaultsMigration`` and other code that must survive a crash between two writes, or inside one:
+/// `DefaultsMigration` and other code that must survive a crash between two writes, or inside one:
 /// corelibs rewrites the plist in place (truncate, then write), so a process killed inside `synchronize()` leaves
 /// an empty file (``crashInsideSynchronize``).
 ///
@@ -61,7 +61,7 @@ public final class InMemoryDefaults: LegacyDefaultsStore {
     public func simulateCrash() { values = persisted }
 }
 
-/// An ``InstallMarkerStore`` in memory, with the failures tests need: a marker that cannot be read (before the
+/// An `InstallMarkerStore` in memory, with the failures tests need: a marker that cannot be read (before the
 /// first unlock), one that cannot be written, and one whose write fails only after its check passed.
 ///
 /// ```swift

@@ -7,9 +7,9 @@ import KeychainEngine
 /// but backed by the real keychain rules of an ``InMemoryKeychain``.
 ///
 /// Differences from a dictionary-backed mock, on purpose:
-/// - ``update(_:forKey:)`` of a missing key throws ``KeychainError/itemNotFound``, as `SecItemUpdate` does.
+/// - ``update(_:forKey:)`` of a missing key throws `KeychainError.itemNotFound`, as `SecItemUpdate` does.
 /// - Locking ``keychain`` (``InMemoryKeychain/lockState``) makes calls throw
-///   ``KeychainError/interactionNotAllowed``, and the values are still there after unlocking.
+///   `KeychainError.interactionNotAllowed`, and the values are still there after unlocking.
 /// - Injected failures can come from ``errorToThrow`` (every call) or from ``keychain``'s
 ///   ``InMemoryKeychain/injectFailure(_:on:_:)`` (one operation, on schedule).
 ///
@@ -82,7 +82,7 @@ public final class MockKeychainService: Sendable {
 
     /// Saves `data` under `key`: adds, or updates an existing value.
     ///
-    /// - Throws: ``errorToThrow``, or ``KeychainError`` with the keychain's status (`errSecInteractionNotAllowed` when locked…).
+    /// - Throws: ``errorToThrow``, or `KeychainError` with the keychain's status (`errSecInteractionNotAllowed` when locked…).
     public func save(_ data: Data, forKey key: String) throws {
         try count { $0.save += 1 }
         try typed.save(data, for: item(key))
@@ -90,7 +90,7 @@ public final class MockKeychainService: Sendable {
 
     /// The value under `key`, or nil when there is none.
     ///
-    /// - Throws: ``errorToThrow``, or ``KeychainError`` (`errSecInteractionNotAllowed` when locked; nil only means absent).
+    /// - Throws: ``errorToThrow``, or `KeychainError` (`errSecInteractionNotAllowed` when locked; nil only means absent).
     public func read(forKey key: String) throws -> Data? {
         try count { $0.read += 1 }
         return try typed.data(for: item(key))
@@ -98,7 +98,7 @@ public final class MockKeychainService: Sendable {
 
     /// Replaces the value under an existing `key`.
     ///
-    /// - Throws: ``errorToThrow``; ``KeychainError/itemNotFound`` when there is no value under `key`.
+    /// - Throws: ``errorToThrow``; `KeychainError.itemNotFound` when there is no value under `key`.
     public func update(_ data: Data, forKey key: String) throws {
         try count { $0.update += 1 }
         try typed.update(data, for: item(key))
@@ -106,7 +106,7 @@ public final class MockKeychainService: Sendable {
 
     /// Deletes the value under `key`; a missing key is not an error.
     ///
-    /// - Throws: ``errorToThrow``, or ``KeychainError`` (`errSecInteractionNotAllowed` when locked).
+    /// - Throws: ``errorToThrow``, or `KeychainError` (`errSecInteractionNotAllowed` when locked).
     public func delete(forKey key: String) throws {
         try count { $0.delete += 1 }
         try typed.delete(item(key))
@@ -114,7 +114,7 @@ public final class MockKeychainService: Sendable {
 
     /// Deletes every value of this double's service (and nothing else).
     ///
-    /// - Throws: ``errorToThrow``, or ``KeychainError`` (`errSecInteractionNotAllowed` when locked).
+    /// - Throws: ``errorToThrow``, or `KeychainError` (`errSecInteractionNotAllowed` when locked).
     public func deleteAll() throws {
         try count { $0.deleteAll += 1 }
         try typed.deleteAll(service: service)

@@ -8,7 +8,7 @@ import KeychainServices
 #if !canImport(Darwin) || (canImport(LocalAuthentication) && !os(watchOS) && !os(tvOS))
 
 /// An `LAContext` stand-in with scripted outcomes, for tests of app code that authenticates through a
-/// ``BiometricAuthenticationContext`` (``BiometricAuthenticator``, or your own wrapper).
+/// `BiometricAuthenticationContext` (`BiometricAuthenticator`, or your own wrapper).
 ///
 /// Standalone, it plays a device of its own; made from an ``InMemoryKeychain`` (``InMemoryKeychain/makeBiometricContext()``)
 /// it plays that keychain's device: the same ``ScriptedAuthenticator`` answers the app's evaluations and the
@@ -36,7 +36,7 @@ import KeychainServices
 ///    `LAError.biometryNotAvailable`, as ``canEvaluatePolicy(_:error:)`` says.
 /// 6. Device profile: the authenticator's state (``biometryKind``, ``enrolled``, ``lockedOut``, ``passcodeSet``)
 ///    may rule the prompt out (`biometryNotAvailable`, `biometryNotEnrolled`, `biometryLockout`, `passcodeNotSet`);
-///    else the authenticator's next scripted ``AuthenticationOutcome`` decides (a prompt is counted).
+///    else the authenticator's next scripted `AuthenticationOutcome` decides (a prompt is counted).
 ///
 /// ``canEvaluatePolicy(_:error:)``: false with `invalidContext` after ``invalidate()``; false with
 /// ``canEvaluateError`` when set; on the simulator profile false with `biometryNotAvailable` for
@@ -56,7 +56,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
         /// The person authenticated (with biometry for `.deviceOwnerAuthenticationWithBiometrics`; for
         /// `.deviceOwnerAuthentication` the factor is not said, so the context then covers `.userPresence` items only).
         case success
-        /// The person authenticated with `factor`: for example ``AuthenticationFactor/passcode`` plays a person who
+        /// The person authenticated with `factor`: for example `AuthenticationFactor.passcode` plays a person who
         /// typed the passcode at the `.deviceOwnerAuthentication` prompt, which then covers `.devicePasscode` and
         /// `.userPresence` items but never a biometry-only one.
         case succeeded(via: AuthenticationFactor)
@@ -112,7 +112,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
     ///
     /// - Parameters:
     ///   - profile: device (the script decides) or simulator (see the type's description). Default: device.
-    ///   - biometryKind: the device's biometry. Default: ``BiometryKind/face`` (an iPhone with Face ID).
+    ///   - biometryKind: the device's biometry. Default: `BiometryKind.face` (an iPhone with Face ID).
     ///   - outcomes: the first evaluations' outcomes, in order.
     ///   - defaultOutcome: the outcome once they are used. Default: success.
     public init(profile: InMemoryKeychain.DeviceProfile = .device, biometryKind: BiometryKind = .face,
@@ -135,7 +135,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
     public func enqueueAuthentication(_ outcomes: AuthenticationOutcome...) { authenticator.enqueue(outcomes) }
 
     /// Queues results for this context's next evaluations only, before the authenticator's script: any `LAError`
-    /// code (including those no ``AuthenticationOutcome`` stands for, such as `.invalidContext`), or success.
+    /// code (including those no `AuthenticationOutcome` stands for, such as `.invalidContext`), or success.
     public func enqueue(_ results: EvaluationResult...) { state.withLock { $0.queue += results } }
 
     /// When set, ``canEvaluatePolicy(_:error:)`` returns false with this code for every policy.
@@ -396,7 +396,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
     }
 
     /// What a success of `policy` proves when the script does not say: biometry for the biometric policy; for the
-    /// device-owner policy, biometry or the passcode without saying which (``AuthenticationFactor/deviceOwner``).
+    /// device-owner policy, biometry or the passcode without saying which (`AuthenticationFactor.deviceOwner`).
     static func factors(for policy: LAPolicy) -> Set<AuthenticationFactor> {
         AccessControlRules.factorsProven(by: flags(for: policy))
     }

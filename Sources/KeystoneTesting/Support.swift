@@ -2,10 +2,10 @@ import Foundation
 import Keystone
 import KeychainEngine
 
-/// An ``Authenticator`` with scripted outcomes: a queue consumed in order, then a default. Counts prompts.
+/// An `Authenticator` with scripted outcomes: a queue consumed in order, then a default. Counts prompts.
 ///
 /// It also plays the device's biometry and passcode, which decide whether a prompt can be shown at all:
-/// ``biometryKind`` (default ``BiometryKind/face``), ``enrolled``, ``lockedOut`` and ``passcodeSet``. When they rule
+/// ``biometryKind`` (default `BiometryKind.face`), ``enrolled``, ``lockedOut`` and ``passcodeSet``. When they rule
 /// a prompt out, ``availability(for:)`` says why and ``authenticate(_:)`` ends with that outcome without prompting
 /// (nothing is counted, the queue is not consumed):
 ///
@@ -19,8 +19,8 @@ import KeychainEngine
 /// ``biometryDomainState`` changes with ``changeEnrollment()`` (and when ``enrolled`` or ``biometryKind`` change):
 /// the engine binds `.biometryCurrentSet` items to it, so they become unreadable after a change.
 ///
-/// A request whose ``AuthenticationRequest/cancellation`` is cancelled ends with
-/// ``AuthenticationOutcome/appCancel``.
+/// A request whose `AuthenticationRequest.cancellation` is cancelled ends with
+/// `AuthenticationOutcome.appCancel`.
 public final class ScriptedAuthenticator: Authenticator {
     private struct State {
         var queue: [AuthenticationOutcome]
@@ -42,8 +42,8 @@ public final class ScriptedAuthenticator: Authenticator {
     /// - Parameters:
     ///   - outcomes: the first prompts' outcomes, in order.
     ///   - defaultOutcome: the outcome once the queue is empty. Default: success.
-    ///   - biometryKind: the device's biometry. Default: ``BiometryKind/face``, an iPhone with Face ID, the device
-    ///     most apps are tested for; ``BiometryKind/none`` plays a device without biometry.
+    ///   - biometryKind: the device's biometry. Default: `BiometryKind.face`, an iPhone with Face ID, the device
+    ///     most apps are tested for; `BiometryKind.none` plays a device without biometry.
     public init(_ outcomes: [AuthenticationOutcome] = [], defaultOutcome: AuthenticationOutcome = .success,
                 biometryKind: BiometryKind = .face) {
         state = Locked(State(queue: outcomes, defaultOutcome: defaultOutcome, biometryKind: biometryKind))
@@ -69,7 +69,7 @@ public final class ScriptedAuthenticator: Authenticator {
 
     // MARK: Device state
 
-    /// The device's biometry (``BiometryKind/none``: biometry-only requests are ``AuthenticationOutcome/notAvailable``).
+    /// The device's biometry (`BiometryKind.none`: biometry-only requests are `AuthenticationOutcome.notAvailable`).
     /// Changing it changes the enrollment (``biometryDomainState``).
     public var biometryKind: BiometryKind {
         get { state.current.biometryKind }
@@ -81,7 +81,7 @@ public final class ScriptedAuthenticator: Authenticator {
     }
 
     /// Whether a biometric identity is enrolled (false: biometry-only requests are
-    /// ``AuthenticationOutcome/notEnrolled``). Changing it changes the enrollment (``biometryDomainState``).
+    /// `AuthenticationOutcome.notEnrolled`). Changing it changes the enrollment (``biometryDomainState``).
     public var enrolled: Bool {
         get { state.current.enrolled }
         set {
@@ -92,13 +92,13 @@ public final class ScriptedAuthenticator: Authenticator {
     }
 
     /// Whether biometry is locked out after too many failures (biometry-only requests are
-    /// ``AuthenticationOutcome/lockout``; requests that allow the passcode still prompt).
+    /// `AuthenticationOutcome.lockout`; requests that allow the passcode still prompt).
     public var lockedOut: Bool {
         get { state.current.lockedOut }
         set { state.withLock { $0.lockedOut = newValue } }
     }
 
-    /// Whether the device has a passcode (false: every request is ``AuthenticationOutcome/passcodeNotSet``, as
+    /// Whether the device has a passcode (false: every request is `AuthenticationOutcome.passcodeNotSet`, as
     /// biometry cannot be used without one).
     public var passcodeSet: Bool {
         get { state.current.passcodeSet }
@@ -141,7 +141,7 @@ public final class ScriptedAuthenticator: Authenticator {
         return nil
     }
 
-    /// Answers `request`: ``AuthenticationOutcome/appCancel`` when its cancellation is cancelled, the reason of
+    /// Answers `request`: `AuthenticationOutcome.appCancel` when its cancellation is cancelled, the reason of
     /// ``availability(for:)`` when a prompt cannot be shown (no prompt counted), else records the prompt and answers
     /// with the next queued outcome, or the default.
     public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome {
