@@ -7,7 +7,7 @@ import KeychainSealing
 ///
 /// etcd (Raft, linearizable transactions) provides what the SecItem rules need from a distributed store, and
 /// Keystone adds nothing distributed of its own:
-/// - **An item is one etcd key**, named by its class and the HMAC of its primary key (``EtcdKeyspace``). An add is a
+/// - **An item is one etcd key**, named by its class and the HMAC of its primary key (`EtcdKeyspace`). An add is a
 ///   transaction that succeeds only if that key does not exist: two machines adding the same primary key at once get
 ///   exactly one `errSecSuccess` and one `errSecDuplicateItem`.
 /// - **Every change is a compare-and-swap.** A ``write(_:)`` body runs against one snapshot (one etcd revision);
@@ -16,7 +16,7 @@ import KeychainSealing
 ///   written and the body runs again on a fresh snapshot. A ``read(_:)`` sees one revision, so a match-all
 ///   search is one consistent snapshot; each read starts with a linearizable read, so a write acknowledged by any
 ///   machine is seen by the next read on every machine (nothing is cached between calls).
-/// - **End to end**: rows are sealed as in the keychain file (``SealedItem``: a random key per item, wrapped by a
+/// - **End to end**: rows are sealed as in the keychain file (`SealedItem`: a random key per item, wrapped by a
 ///   class key derived from the master key; AES-GCM binding the keychain id, class, row id and digests). etcd, its
 ///   data directory, its backups and anyone watching its traffic see digests and sealed blobs only. The master key
 ///   is wrapped under the keychain password (scrypt) in the header.

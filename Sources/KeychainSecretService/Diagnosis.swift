@@ -79,7 +79,7 @@ public struct SecretServiceDiagnosis: Sendable {
     static let daemonFix = "Start a Secret Service on this session bus: `gnome-keyring-daemon --start --components=secrets` (GNOME), or enable the Secret Service integration of KeePassXC or KWallet."
 
     /// Examines the Secret Service a storage with `options` would use (its collection and bus address; the
-    /// environment fills in the address as ``SecretServiceStorage/resolveBusAddress(_:)`` does).
+    /// environment fills in the address as `SecretServiceStorage.resolveBusAddress(_:)` does).
     public static func examine(options: SecretServiceStorage.Options,
                                environment: [String: String] = ProcessInfo.processInfo.environment,
                                timeout: Duration = .seconds(3)) -> SecretServiceDiagnosis {

@@ -17,7 +17,7 @@ import KeychainEngine
 ///   Secret Service attribute is. Never put a secret in an attribute.
 /// - **Row ids** live in `keystone:rowid`; a replace creates the new version with `keystone:generation` one higher
 ///   before deleting the old one, so a crash between the two leaves two versions of which readers take the newer.
-/// - **Seals**: `keystone:seal` binds an item's attributes to its object path (see ``Seal``); `keystone:size` is the
+/// - **Seals**: `keystone:seal` binds an item's attributes to its object path (see `Seal`); `keystone:size` is the
 ///   secret's length.
 /// - **Lookup values**: text as itself; bytes that are not UTF-8 text (or hold a NUL, or start with ``bytesPrefix``)
 ///   as `base64:` + their base64; numbers in decimal; booleans `1`/`0`; dates as seconds since 2001 (Apple's reference date).
@@ -124,7 +124,7 @@ enum ItemMapping {
     /// The row a Keystone item holds, checked against its lookup attributes.
     ///
     /// - Throws: `errSecDecode` when the metadata is unreadable or disagrees with the lookup attributes (an item
-    ///   written before seals, edited by someone else; a sealed item edited so never gets here: ``Seal``).
+    ///   written before seals, edited by someone else; a sealed item edited so never gets here: `Seal`).
     static func row(from attributes: [String: String], secret: Data?, itemClass: ItemClass, rowID: Int64) throws -> StoredItem {
         guard let encoded = attributes[metadataKey], let metadata = Data(base64Encoded: encoded) else {
             throw EngineError(Status.decode, "a Secret Service item's keystone:attributes is missing or not base64")

@@ -19,7 +19,7 @@ import KeychainEngine
 /// create, edit and delete every item of an unlocked collection, Keystone's included. Within that:
 ///
 /// **Protected.**
-/// - *Copies, edits and twins are never taken for Keystone's own.* Each item is sealed (``Seal``): an HMAC-SHA-256
+/// - *Copies, edits and twins are never taken for Keystone's own.* Each item is sealed (`Seal`): an HMAC-SHA-256
 ///   over its own object path and its attributes, under a seal key kept in the collection. An item copied (another
 ///   path, a higher `keystone:generation`, another `keystone:rowid`), a same-length edit of `keystone:attributes`
 ///   (another account, forged access-control flags) or of a lookup attribute, fails its seal and is ignored: never
@@ -112,7 +112,7 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     /// limits: the protocol's 64 MiB per array and 128 MiB per message, and dbus-daemon's `max_message_size`, 32 MiB
     /// when the bus's configuration sets none (a desktop's `session.conf` sets 1,000,000,000). A reply that the bus
     /// drops disconnects the Secret Service itself, so reads ask for several secrets at once only up to
-    /// ``secretsPerReplyBudget``. 16 MiB leaves room under 32 MiB for the encryption's padding and the rest of the
+    /// `secretsPerReplyBudget`. 16 MiB leaves room under 32 MiB for the encryption's padding and the rest of the
     /// message. A larger secret fails with `errSecDataTooLarge` before anything is sent.
     public static let maximumSecretSize = 16 << 20
 

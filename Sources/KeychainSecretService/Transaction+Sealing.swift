@@ -4,7 +4,7 @@ import KeychainEngine
 /// A transaction's seal keys, its batched secret reads, and what it refuses to store.
 extension Transaction {
     /// The secrets of `items` (path, recorded length or nil), asking for several in one `GetSecrets` only while
-    /// their recorded lengths fit one reply (``SecretServiceStorage/secretsPerReplyBudget``); an item of unknown
+    /// their recorded lengths fit one reply (`SecretServiceStorage.secretsPerReplyBudget`); an item of unknown
     /// length is asked for alone. A reply larger than the bus carries would make the bus disconnect the Secret
     /// Service itself.
     func fetchSecrets(_ items: [(path: String, size: Int?)]) throws -> [String: Data] {

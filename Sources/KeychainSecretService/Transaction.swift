@@ -141,7 +141,7 @@ final class Transaction: StorageWriter {
     /// locked and a prompt is allowed.
     ///
     /// With `sealed` (items claiming Keystone's schema), an unlocked item whose seal does not verify is left out
-    /// before its secret is read (``Seal``): not returned, not a duplicate, never changed or deleted.
+    /// before its secret is read (`Seal`): not returned, not a duplicate, never changed or deleted.
     private func load(_ paths: [String], sealed: Bool = false,
                       _ make: (String, SecretServiceClient.ItemInfo, Data?) throws -> Found?) throws -> [Found] {
         guard !paths.isEmpty else { return [] }

@@ -17,7 +17,7 @@ import KeychainEtcd
 
 /// The keychain the global `SecItem*` functions act on in this process.
 ///
-/// The first SecItem call opens the default keychain (``environmentEngine()``): the keychain `$KEYSTONE_KEYCHAIN`
+/// The first SecItem call opens the default keychain (`environmentEngine()`): the keychain `$KEYSTONE_KEYCHAIN`
 /// names (a file that must exist, unless `KEYSTONE_KEYCHAIN_CREATE=1`; or an etcd keychain), else
 /// `~/.local/share/keystone/login.keychain-db` (created with an empty password on first use), or the storage
 /// `KEYSTONE_BACKEND` names (`secret-service[:COLLECTION]`:
@@ -33,7 +33,7 @@ public enum KeychainServicesDefaults {
     private static let creation = Locked<Void>(())
     private static let state = Locked<(engine: KeychainEngine?, make: @Sendable () throws -> KeychainEngine)>((nil, { try environmentEngine() }))
 
-    /// How the default engine is made on first use (default: ``environmentEngine()``).
+    /// How the default engine is made on first use (default: `environmentEngine()`).
     public static var makeDefaultEngine: @Sendable () throws -> KeychainEngine {
         get { state.current.make }
         set { state.withLock { $0.make = newValue } }
@@ -62,7 +62,7 @@ public enum KeychainServicesDefaults {
     public static func setEngine(_ engine: KeychainEngine?) { state.withLock { $0.engine = engine } }
 
     /// Who authenticates the person for engines this type makes and for `LAContext`: by default, on Linux with the
-    /// `SystemAuthentication` trait, a ``SystemAuthenticator`` (the login password through PAM service `keystone`,
+    /// `SystemAuthentication` trait, a `SystemAuthenticator` (the login password through PAM service `keystone`,
     /// fingerprints through fprintd, on the controlling terminal); without the trait, nobody (`notAvailable`).
     ///
     /// Setting it changes the authenticator of engines made afterwards, not of the current engine: see
@@ -121,7 +121,7 @@ public enum KeychainServicesDefaults {
     /// Uses `token` as the Secure Enclave from now on (nil: none). Keys made by another token stay unusable
     /// (`errSecDecode`) until it is used again.
     ///
-    /// The engines this type made (``environmentEngine(_:)``, ``fileEngine(at:)``, ``useMemoryKeychain(configuration:)``
+    /// The engines this type made (``environmentEngine(_:)``, `fileEngine(at:)`, ``useMemoryKeychain(configuration:)``
     /// and ``useSecretService(_:configuration:)`` without a configuration) follow: they accept Secure Enclave key
     /// items (`EngineConfiguration.secureEnclaveCheck`) while a token is configured.
     public static func useSecureEnclave(_ token: (any SecureEnclaveToken)?) {
@@ -272,7 +272,7 @@ public enum KeychainServicesDefaults {
     /// reported here rather than by the first SecItem call.
     ///
     /// - Parameters:
-    ///   - etcd: the cluster and the keychain's name (``EtcdConfiguration/init(url:environment:)`` parses
+    ///   - etcd: the cluster and the keychain's name (`EtcdConfiguration.init(url:environment:)` parses
     ///     `etcd://host:port,host:port/NAME`).
     ///   - password: unlocks the keychain on this machine; nil: it stays as the unlock cache has it (locked unless
     ///     `keystone unlock-keychain` ran on this machine).

@@ -171,7 +171,7 @@ extension SecCertificate {
         (try? certificate.extensions.subjectKeyIdentifier).flatMap { $0 }.map { Data($0.keyIdentifier) }
     }
 
-    /// SHA-1 of ``publicKeyBytes``: Apple's `kSecAttrPublicKeyHash` for a certificate item.
+    /// SHA-1 of `publicKeyBytes`: Apple's `kSecAttrPublicKeyHash` for a certificate item.
     var publicKeyHash: Data {
         Data(Insecure.SHA1.hash(data: publicKeyBytes))
     }
@@ -190,7 +190,7 @@ extension SecCertificate {
     /// - `issr` (`kSecAttrIssuer`): the issuer's normalized content, likewise.
     /// - `slnr` (`kSecAttrSerialNumber`): the serial number's INTEGER content, leading `00` kept.
     /// - `skid` (`kSecAttrSubjectKeyID`): the SubjectKeyIdentifier extension's octets, when present.
-    /// - `pkhh` (`kSecAttrPublicKeyHash`): SHA-1 of the public key's BIT STRING content (``publicKeyBytes``).
+    /// - `pkhh` (`kSecAttrPublicKeyHash`): SHA-1 of the public key's BIT STRING content (`publicKeyBytes`).
     /// - `v_Data` (`kSecValueData`): the DER.
     ///
     /// And from Apple's SecItem.c (`infer_cert_label`): `labl` (`kSecAttrLabel`) is the subject summary, which

@@ -337,7 +337,7 @@ public enum BiometricPolicy: Sendable, Hashable, CaseIterable {
 ///
 /// - Important: An app-side authentication is a user-experience gate, not a security boundary: code running in
 ///   the app's process can skip it. Protect the secret itself with a keychain item's access control (for example
-///   ``AccessControlFlags/biometryCurrentSet``): the keychain then asks for the authentication before it releases
+///   `AccessControlFlags.biometryCurrentSet`): the keychain then asks for the authentication before it releases
 ///   the secret, and nothing in the app can skip that.
 public struct BiometricAuthenticator: Sendable {
     /// Makes the context for one check or evaluation.
@@ -432,7 +432,7 @@ public struct BiometricAuthenticator: Sendable {
     ///
     /// Save it after a successful authentication, and compare it later with ``enrollmentChanged(since:)``: a
     /// different state means a finger or face was added or removed, which is what makes
-    /// ``AccessControlFlags/biometryCurrentSet`` items unreadable.
+    /// `AccessControlFlags.biometryCurrentSet` items unreadable.
     public func domainState() -> Data? {
         let context = makeContext()
         var error: NSError?

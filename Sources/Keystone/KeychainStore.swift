@@ -8,7 +8,7 @@ import Foundation
 ///
 /// The contract every store keeps (reference `keychain-semantics.md` §3–§4):
 ///
-/// - ``add(_:)`` inserts one item. An item whose primary key (class, access group, synchronizable and,
+/// - ``KeychainStore/add(_:)`` inserts one item. An item whose primary key (class, access group, synchronizable and,
 ///   for generic passwords, service + account) already exists fails with `errSecDuplicateItem`
 ///   (-25299), whatever its other attributes. Without return keys the result is nil.
 /// - ``copyMatching(_:)`` finds items; the match limit is One unless `m_Limit` says otherwise. No
@@ -16,7 +16,7 @@ import Foundation
 ///   Shapes: no return key → nil; only `r_Data` → `ItemResult.data(_:)`; `r_Attributes` or several
 ///   return keys → `ItemResult.attributes(_:)`; a limit above one → `ItemResult.array(_:)`.
 ///   Attributes-only queries never show an authentication prompt.
-/// - ``update(_:with:)`` changes every match (there is no limit). The attributes to update hold
+/// - ``KeychainStore/update(_:with:)`` changes every match (there is no limit). The attributes to update hold
 ///   attributes and `v_Data` only. No match → `errSecItemNotFound`.
 /// - `delete(_:)` removes every match. No match → `errSecItemNotFound`.
 /// - An item not available in the current lock state fails with `errSecInteractionNotAllowed`
@@ -57,10 +57,10 @@ public protocol KeychainStore: Sendable {
     /// Adds `attributes` or, when an item with its primary key exists (`errSecDuplicateItem`), updates the
     /// items matching `query` with `changes`: what ``Keychain``'s save does, in one call.
     ///
-    /// The default implementation calls ``add(_:)`` and, on `errSecDuplicateItem`, ``update(_:with:)``.
+    /// The default implementation calls ``KeychainStore/add(_:)`` and, on `errSecDuplicateItem`, ``KeychainStore/update(_:with:)``.
     /// `KeychainEngine` does both in one storage transaction.
     ///
-    /// - Throws: ``KeychainError`` (or `EngineError`) with the codes of ``add(_:)`` and ``update(_:with:)``.
+    /// - Throws: ``KeychainError`` (or `EngineError`) with the codes of ``KeychainStore/add(_:)`` and ``KeychainStore/update(_:with:)``.
     /// - Important: Never implement it as delete-then-add: the existing item must be updated in place.
     func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws
 
@@ -117,7 +117,7 @@ extension KeychainEngine: EngineBackedStore {
 extension KeychainEngine: KeychainStore {
     /// The engine's one-transaction add-or-update (`KeychainEngine.addOrUpdate(_:matching:with:)`).
     ///
-    /// - Throws: `EngineError` with the codes of ``add(_:)`` and ``update(_:with:)``.
+    /// - Throws: `EngineError` with the codes of ``KeychainStore/add(_:)`` and ``KeychainStore/update(_:with:)``.
     public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
         let _: KeychainEngine.SaveOutcome = try addOrUpdate(attributes, matching: query, with: changes)
     }

@@ -21,7 +21,7 @@ public enum SigningKeyFallbackReason: Sendable, Hashable, CustomStringConvertibl
     /// The Secure Enclave was available but failed to make the key.
     case hardwareKeyCreationFailed(KeychainError)
     /// A software key was stored under the tag before (when no Secure Enclave could be used) and was kept, although
-    /// one can be used now: replacing it would change the public key. ``SigningKeyFactory/replaceKey()`` moves to
+    /// one can be used now: replacing it would change the public key. `SigningKeyFactory.replaceKey()` moves to
     /// a hardware key when the app can re-register the new public key.
     case softwareKeyStored
 
@@ -97,11 +97,11 @@ public struct SigningKeyResult: Sendable, CustomStringConvertible {
 /// - **A failed read never replaces a key.** A locked keychain (`errSecInteractionNotAllowed`), a hardware key this
 ///   device's token refuses (`errSecDecode`: the keychain was restored onto another device, or the TPM was cleared;
 ///   a loaded hardware key is proven with one signature), a Secure Enclave that went away (`errSecNotAvailable`): the
-///   error is thrown and the item is left intact. Only ``replaceKey()`` (and
+///   error is thrown and the item is left intact. Only `replaceKey()` (and
 ///   ``deleteKey()``) remove a key, when the app decides to.
 /// - **A stored software key is kept when hardware becomes available** (decision: a new key would change the
 ///   public key that servers know): the result says ``SigningKeyFallbackReason/softwareKeyStored``;
-///   ``replaceKey()`` moves to hardware.
+///   `replaceKey()` moves to hardware.
 /// - **This device only.** Both items are stored with the keychain's ``ItemOptions`` except that the accessibility
 ///   is made its `ThisDeviceOnly` form and synchronization is off: a hardware key is useless on another device, and
 ///   a signing key identifies this device. The options' access control (`accessControlFlags`) applies to both
@@ -156,7 +156,7 @@ public struct SigningKeyFactory: Sendable {
     /// - Throws: ``KeychainError``, and nothing is made or replaced:
     ///   - `errSecInteractionNotAllowed` (-25308): the keychain is locked (transient; try again after the unlock);
     ///   - `errSecDecode` (-26275): the stored hardware key is not this device's Secure Enclave's (the keychain was
-    ///     restored onto another device, the TPM was cleared): it will never work here; ``replaceKey()`` makes a new
+    ///     restored onto another device, the TPM was cleared): it will never work here; `replaceKey()` makes a new
     ///     one. (A stored hardware key is proven with one signature when loaded: see
     ///     ``SecureEnclaveSigningKey/checkUsable()``);
     ///   - `errSecNotAvailable` (-25291): a hardware key is stored but the Secure Enclave (the TPM) cannot be reached
@@ -175,9 +175,9 @@ public struct SigningKeyFactory: Sendable {
     /// Deletes the stored key (hardware and software items) and makes a new one, hardware where possible.
     ///
     /// The public key changes: whatever trusted the old key must be given the new one. If making or storing the
-    /// new key fails after the delete, no key is stored and the next ``signingKey()`` makes one.
+    /// new key fails after the delete, no key is stored and the next `signingKey()` makes one.
     ///
-    /// - Throws: ``KeychainError`` as ``signingKey()``; `errSecInteractionNotAllowed` when locked (nothing deleted).
+    /// - Throws: ``KeychainError`` as `signingKey()`; `errSecInteractionNotAllowed` when locked (nothing deleted).
     public func replaceKey() throws(KeychainError) -> SigningKeyResult {
         _ = try deleteKey()
         return try makeKey()
@@ -305,16 +305,16 @@ public struct SigningKeyFactory: Sendable {
 }
 
 extension SigningKeyFactory {
-    /// ``signingKey()`` off the caller's actor.
+    /// `signingKey()` off the caller's actor.
     ///
-    /// - Throws: as ``signingKey()``, or `CancellationError` before it starts.
+    /// - Throws: as `signingKey()`, or `CancellationError` before it starts.
     public func signingKey() async throws -> SigningKeyResult {
         try await offActor { try self.signingKey() }
     }
 
-    /// ``replaceKey()`` off the caller's actor.
+    /// `replaceKey()` off the caller's actor.
     ///
-    /// - Throws: as ``replaceKey()``, or `CancellationError` before it starts.
+    /// - Throws: as `replaceKey()`, or `CancellationError` before it starts.
     public func replaceKey() async throws -> SigningKeyResult {
         try await offActor { try self.replaceKey() }
     }
@@ -322,9 +322,9 @@ extension SigningKeyFactory {
 
 extension Keychain {
     /// The signing key named `tag`: loaded, or made in the Secure Enclave where there is one, else in software.
-    /// Shorthand for ``SigningKeyFactory``'s ``SigningKeyFactory/signingKey()``; see it for the rules.
+    /// Shorthand for ``SigningKeyFactory``'s `SigningKeyFactory.signingKey()`; see it for the rules.
     ///
-    /// - Throws: ``KeychainError/invalidItem`` for an empty tag, else as ``SigningKeyFactory/signingKey()``.
+    /// - Throws: ``KeychainError/invalidItem`` for an empty tag, else as `SigningKeyFactory.signingKey()`.
     public func signingKey(tag: String, accessGroup: String? = nil, policy: SigningKeyPolicy = .preferHardware) throws(KeychainError) -> SigningKeyResult {
         try SigningKeyFactory(keychain: self, tag: tag, accessGroup: accessGroup, policy: policy).signingKey()
     }

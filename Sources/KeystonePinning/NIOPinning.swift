@@ -145,7 +145,7 @@ public enum PresentedChain {
         return chainPromise.futureResult
     }
 
-    /// The async form of ``fetch(host:port:serverName:group:)``.
+    /// The async form of `fetch(host:port:serverName:group:)`.
     public static func fetch(host: String, port: Int, serverName: String? = nil) async throws -> [Data] {
         try await fetch(host: host, port: port, serverName: serverName, group: MultiThreadedEventLoopGroup.singleton).get()
     }

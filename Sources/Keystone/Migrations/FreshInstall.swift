@@ -41,7 +41,7 @@ public struct FreshInstallScope: Sendable, CustomStringConvertible {
     public var description: String { targets.map(\.description).joined(separator: "\n") }
 }
 
-/// What ``Keychain/wipeIfFreshInstall(_:marker:onSharedKeychain:)`` does with a keychain several machines share.
+/// What `Keychain.wipeIfFreshInstall(_:marker:onSharedKeychain:)` does with a keychain several machines share.
 ///
 /// The install marker is per machine (a file on this machine, this machine's defaults); a shared keychain (an etcd
 /// cluster) is the fleet's. A wipe keyed on a per-machine marker would run on every new machine, replica or
@@ -54,7 +54,7 @@ public enum SharedKeychainPolicy: Sendable, Hashable {
     case wipeAnyway
 }
 
-/// What ``Keychain/wipeIfFreshInstall(_:marker:onSharedKeychain:)`` did.
+/// What `Keychain.wipeIfFreshInstall(_:marker:onSharedKeychain:)` did.
 public enum FreshInstallResult: Sendable, CustomStringConvertible {
     /// The marker was there: not a fresh install; nothing was deleted.
     case notFresh

@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Where ``Keychain/wipeIfFreshInstall(_:marker:onSharedKeychain:)`` records that this install has already run.
+/// Where `Keychain.wipeIfFreshInstall(_:marker:onSharedKeychain:)` records that this install has already run.
 ///
 /// The marker must be gone exactly when the app's data is gone (an uninstall) and survive everything Apple's
 /// keychain survives: app updates, reboots, backup and restore, and a launch before the first unlock (iOS

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Where ``Keychain/reprotect(_:to:)`` and ``Keychain/reprotectAll(service:accessGroup:to:)`` move items: another
+/// Where `Keychain.reprotect(_:to:)` and `Keychain.reprotectAll(service:accessGroup:to:)` move items: another
 /// accessibility, another access group, or both. A nil field is left as each item has it.
 public struct ReprotectionTarget: Sendable, Hashable, CustomStringConvertible {
     /// The new accessibility (`kSecAttrAccessible`); nil keeps each item's. An item with an access control keeps
@@ -57,7 +57,7 @@ public struct ReprotectionReport: Sendable, CustomStringConvertible {
     public internal(set) var alreadyProtected: [ItemAttributes] = []
     /// The items left unchanged, with the reason.
     public internal(set) var skipped: [Skipped] = []
-    /// The listed items that do not exist (``Keychain/reprotect(_:to:)`` only).
+    /// The listed items that do not exist (`Keychain.reprotect(_:to:)` only).
     public internal(set) var missing: [String] = []
     /// The protection classes whose items could not even be listed (not available in the current lock state):
     /// items of these classes may exist and were not moved. Run again after the unlock.
@@ -82,7 +82,7 @@ extension Keychain {
     ///
     /// The secret, creation date, label and access control flags stay; only the protection class
     /// changes. It never deletes and re-adds the item, so there is no moment where the secret is gone.
-    /// ``reprotect(_:to:)`` does the same for several items (and access groups) and reports each.
+    /// `reprotect(_:to:)` does the same for several items (and access groups) and reports each.
     ///
     /// ```swift
     /// // Background refresh needs the token while the device is locked:
@@ -102,7 +102,7 @@ extension Keychain {
     /// with one `SecItemUpdate`; nothing is deleted.
     ///
     /// All or nothing: when one item is not available in the current lock state, nothing changes and it throws
-    /// `errSecInteractionNotAllowed`. ``reprotectAll(service:accessGroup:to:)`` moves what it can reach and
+    /// `errSecInteractionNotAllowed`. `reprotectAll(service:accessGroup:to:)` moves what it can reach and
     /// reports the rest.
     ///
     /// - Returns: whether the service had items.
@@ -159,7 +159,7 @@ extension Keychain {
         return report
     }
 
-    /// Re-protects every generic password of `service` in place, as ``reprotect(_:to:)`` does for listed items.
+    /// Re-protects every generic password of `service` in place, as `reprotect(_:to:)` does for listed items.
     ///
     /// The items are listed by attributes only (never a prompt), synchronizable or not, in `accessGroup` (or
     /// ``ItemOptions/accessGroup``; every entitled group when both are nil). When some of them are not available
@@ -168,7 +168,7 @@ extension Keychain {
     /// ``ReprotectionReport/unreachable``.
     ///
     /// - Returns: what happened to each item; ``ReprotectionReport/isComplete`` is false when anything was left.
-    /// - Throws: ``KeychainError/invalidItem`` for an empty service or target; as ``reprotect(_:to:)``.
+    /// - Throws: ``KeychainError/invalidItem`` for an empty service or target; as `reprotect(_:to:)`.
     /// - Important: A keychain whose store does not filter on `kSecAttrAccessible` in searches (Keystone's engine
     ///   before it does) lists nothing while any item of the service is locked: everything is then reported
     ///   unreachable and nothing changes.

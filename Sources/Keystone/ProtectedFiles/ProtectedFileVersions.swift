@@ -15,7 +15,7 @@ import Foundation
 // identity (not a secret). afterFirstUnlockThisDeviceOnly: usable whenever a file of any class can be written (a
 // completeUnlessOpen file is written while locked after the first unlock), and never in a backup, like the class keys.
 //
-// Decision (what it cannot stop, documented in ProtectedFiles.md): rolling back the keychain together with the file
+// Decision (what it cannot stop, documented in ProtectingFilesAtRest.md): rolling back the keychain together with the file
 // (a restored backup of both, a copied keychain file), deleting the file (a read then fails with errSecItemNotFound),
 // a reader configured without rollback protection, and a file written by two processes at once (both may record
 // the same version; the last rename wins, as without counters). Recording the counter after the rename can fail

@@ -3,7 +3,7 @@ import Foundation
 /// When a protected file's content can be read, as Apple's Data Protection classes say it.
 ///
 /// On Apple platforms these are `FileProtectionType`'s classes. Elsewhere they choose the keychain accessibility
-/// of the class key the file is sealed under (see <doc:ProtectedFiles>).
+/// of the class key the file is sealed under (see <doc:ProtectingFilesAtRest>).
 public enum FileProtection: String, Sendable, Hashable, CaseIterable, Codable {
     /// Readable and writable only while the device (the keychain) is unlocked: `FileProtectionType.complete`;
     /// elsewhere a class key with `whenUnlockedThisDeviceOnly`.
@@ -78,7 +78,7 @@ public struct ProtectedFiles: Sendable {
     /// - Throws: ``KeychainError/invalidItem`` for an empty service, `errSecParam` (-50) for a chunk size out of range.
     /// - Important: Rollback protection cannot tell a file and the keychain restored together from a backup, and
     ///   cannot stop a file from being deleted; every reader of a file must turn it on (a reader without it accepts
-    ///   any version). See <doc:ProtectedFiles>.
+    ///   any version). See <doc:ProtectingFilesAtRest>.
     public init(keychain: Keychain = Keychain(), service: String = ProtectedFiles.defaultService,
                 chunkSize: Int = ProtectedFiles.defaultChunkSize, rollbackProtection: Bool = false,
                 readsFormatVersion1: Bool = false) throws(KeychainError) {
@@ -116,7 +116,7 @@ public struct ProtectedFiles: Sendable {
 
     /// Writes the content of the file at `source` to a protected file at `url`, streaming (constant memory).
     ///
-    /// - Throws: as ``write(_:to:protection:identifier:)``; `errSecItemNotFound` (-25300) when `source` does not exist.
+    /// - Throws: as `write(_:to:protection:identifier:)`; `errSecItemNotFound` (-25300) when `source` does not exist.
     public func write(contentsOf source: URL, to url: URL, protection: FileProtection = .complete, identifier: String? = nil) throws {
         let fd = try FileIO.openForReading(source, what: "the source file")
         defer { close(fd) }
@@ -125,7 +125,7 @@ public struct ProtectedFiles: Sendable {
 
     /// Writes everything readable from `source` (to its end) to a protected file at `url`, streaming.
     ///
-    /// - Throws: as ``write(_:to:protection:identifier:)``.
+    /// - Throws: as `write(_:to:protection:identifier:)`.
     public func write(from source: FileHandle, to url: URL, protection: FileProtection = .complete, identifier: String? = nil) throws {
         try write(.descriptor(source.fileDescriptor, "the source"), to: url, protection: protection, identifier: identifier)
     }
@@ -135,7 +135,7 @@ public struct ProtectedFiles: Sendable {
     /// The pieces may have any size. If `next` throws, the write stops, the temporary file is removed and the
     /// previous file at `url` (if any) is untouched; the error is rethrown.
     ///
-    /// - Throws: as ``write(_:to:protection:identifier:)``, or what `next` throws.
+    /// - Throws: as `write(_:to:protection:identifier:)`, or what `next` throws.
     public func write(to url: URL, protection: FileProtection = .complete, identifier: String? = nil,
                       pieces next: () throws -> Data?) throws {
         try withoutActuallyEscaping(next) { next in try write(.pieces(next), to: url, protection: protection, identifier: identifier) }
@@ -150,7 +150,7 @@ public struct ProtectedFiles: Sendable {
     func write(_ source: Source, to url: URL, protection: FileProtection, identifier: String?) throws {
         #if canImport(Darwin)
         // Decision: a plain Data Protection file has no header to bind a name or a version to: identifier and
-        // rollback protection apply to the sealed format only (documented in ProtectedFiles.md).
+        // rollback protection apply to the sealed format only (documented in ProtectingFilesAtRest.md).
         try writeWithDataProtection(source, to: url, protection: protection)
         #else
         try writeSealed(source, to: url, identifier: identifier, protection: protection)
@@ -180,8 +180,8 @@ public struct ProtectedFiles: Sendable {
     ///
     /// - Important: Each chunk is verified before `body` sees it, but a later chunk can still fail (a truncated or
     ///   tampered file): then this throws, and whatever `body` did with the earlier chunks must be discarded. Use
-    ///   ``read(at:identifier:to:)`` for an output file that only appears when everything verified.
-    /// - Throws: as ``read(at:identifier:)``, or what `body` throws.
+    ///   `read(at:identifier:to:)` for an output file that only appears when everything verified.
+    /// - Throws: as `read(at:identifier:)`, or what `body` throws.
     public func read(at url: URL, identifier: String? = nil, chunks body: (Data) throws -> Void) throws {
         #if canImport(Darwin)
         try readWithDataProtection(at: url, body)
@@ -194,7 +194,7 @@ public struct ProtectedFiles: Sendable {
     ///
     /// - Important: On failure, what was written to `destination` before it must be discarded (see
     ///   ``read(at:identifier:chunks:)``).
-    /// - Throws: as ``read(at:identifier:)``; `errSecIO` (-36) when writing `destination` fails.
+    /// - Throws: as `read(at:identifier:)`; `errSecIO` (-36) when writing `destination` fails.
     public func read(at url: URL, identifier: String? = nil, into destination: FileHandle) throws {
         let fd = destination.fileDescriptor
         try read(at: url, identifier: identifier) { chunk in try chunk.withUnsafeBytes { try FileIO.writeAll(fd, $0, path: "the destination") } }
@@ -204,7 +204,7 @@ public struct ProtectedFiles: Sendable {
     /// destination appears (or replaces the previous one) only once the whole file verified.
     ///
     /// - Important: The destination holds the plaintext, unprotected: remove it when done.
-    /// - Throws: as ``read(at:identifier:)``; then nothing was created at `destination` and a previous file there is untouched.
+    /// - Throws: as `read(at:identifier:)`; then nothing was created at `destination` and a previous file there is untouched.
     public func read(at url: URL, identifier: String? = nil, to destination: URL) throws {
         let writer = try AtomicFileWriter(target: destination)
         writer.writeInBackground()
@@ -219,7 +219,7 @@ public struct ProtectedFiles: Sendable {
 
     /// The protection class of the protected file at `url`.
     ///
-    /// - Throws: as ``read(at:identifier:)`` for a file that is not a protected file or does not exist; never needs the keychain.
+    /// - Throws: as `read(at:identifier:)` for a file that is not a protected file or does not exist; never needs the keychain.
     public func protection(of url: URL) throws -> FileProtection {
         #if canImport(Darwin)
         return try dataProtectionClass(of: url)

@@ -3,7 +3,7 @@ import Foundation
 
 // The sealed protected-file format (version 2; version 1 is still read on request): how a protected file is stored
 // where Apple's Data Protection is not available (Linux and other non-Apple platforms). Documented for users in
-// ProtectedFiles.md.
+// ProtectingFilesAtRest.md.
 //
 //     offset  size  field
 //     0       4     magic "KSPF"

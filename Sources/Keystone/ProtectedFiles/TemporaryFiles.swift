@@ -107,9 +107,9 @@ enum TemporaryFiles {
 extension ProtectedFiles {
     /// A temporary file of an atomic write (`.<target name>.<random>.tmp`), found next to its target.
     ///
-    /// Keystone's atomic writes (protected files, ``ProtectedFiles/read(at:identifier:to:)``'s output) go through such a
+    /// Keystone's atomic writes (protected files, `ProtectedFiles.read(at:identifier:to:)`'s output) go through such a
     /// file. A writer that is killed or loses power before its final rename leaves it behind: a sealed file's, or for
-    /// ``ProtectedFiles/read(at:identifier:to:)`` plaintext. The next write of the same target removes the stale ones.
+    /// `ProtectedFiles.read(at:identifier:to:)` plaintext. The next write of the same target removes the stale ones.
     public struct TemporaryFile: Sendable, Hashable {
         /// Whether the file can be removed.
         public enum State: String, Sendable, Hashable, CaseIterable {
