@@ -72,6 +72,7 @@ public final class AuthenticationContext: Sendable, Hashable {
     ///   - biometryDomainState: the enrolled biometry the biometric factor was checked against (the authenticator's
     ///     ``Authenticator/biometryDomainState`` at that moment): `.biometryCurrentSet` is covered only while it is
     ///     the current one.
+    ///   - date: when the person succeeded (the reuse window starts there).
     public func record(_ factors: Set<AuthenticationFactor>, satisfying flags: AccessControlFlags? = nil,
                        biometryDomainState: Data? = nil, at date: Date) {
         state.withLock { s in
@@ -119,7 +120,10 @@ public final class AuthenticationContext: Sendable, Hashable {
 
     /// Whether the successes recorded earlier still cover an access control with `flags` at `date`.
     ///
-    /// - Parameter currentBiometryDomainState: the enrolled biometry now (asked only for `.biometryCurrentSet`).
+    /// - Parameters:
+    ///   - flags: the item's access-control flags.
+    ///   - date: now, by the engine's clock.
+    ///   - currentBiometryDomainState: the enrolled biometry now (asked only for `.biometryCurrentSet`).
     public func covers(_ flags: AccessControlFlags, at date: Date, currentBiometryDomainState: () -> Data?) -> Bool {
         uncovered(flags, at: date, currentBiometryDomainState: currentBiometryDomainState) == nil
     }

@@ -124,9 +124,13 @@ extension KeychainEngine {
     /// The secret of the first item matching `key`: `copyMatching` of class + key (+ group) + sync with
     /// `kSecReturnData` and match limit One, without its dictionaries.
     ///
-    /// - Parameter observedQuery: the `copyMatching` query this read stands for, built only when hooks are
-    ///   installed: they see it as that operation (and may fail it). When it gives nil (the default), hooks make
-    ///   the read unsupported.
+    /// - Parameters:
+    ///   - key: the item's class and primary-key values, compiled once.
+    ///   - group: the access group; nil as for a query without `kSecAttrAccessGroup`.
+    ///   - sync: whether the synchronizable item is meant (`kSecAttrSynchronizable`).
+    ///   - observedQuery: the `copyMatching` query this read stands for, built only when hooks are
+    ///     installed: they see it as that operation (and may fail it). When it gives nil (the default), hooks make
+    ///     the read unsupported.
     /// - Returns: `.done(secret)`, or `.unsupported` (a storage other than ``MemoryStorage``, or hooks and no
     ///   `observedQuery`): then run ``copyMatching(_:)``.
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`,
@@ -173,9 +177,17 @@ extension KeychainEngine {
     /// whose changes are the same minus the key. Without its dictionaries; without hooks, in one step under
     /// the storage lock.
     ///
-    /// - Parameter observedAs: the add, the update query and the changes this save stands for, built only
-    ///   when hooks are installed: they see an add and, when the item exists, an update, as with separate
-    ///   calls (and may fail either). When it gives nil (the default), hooks make the save unsupported.
+    /// - Parameters:
+    ///   - secret: the item's secret (`v_Data`).
+    ///   - key: the item's class and primary-key values, compiled once.
+    ///   - group: the access group; nil as for an add without `kSecAttrAccessGroup`.
+    ///   - sync: whether the item is synchronizable (`kSecAttrSynchronizable`).
+    ///   - accessibility: the `kSecAttrAccessible` value to store.
+    ///   - label: `kSecAttrLabel`, if any.
+    ///   - comment: `kSecAttrComment`, if any.
+    ///   - observedAs: the add, the update query and the changes this save stands for, built only
+    ///     when hooks are installed: they see an add and, when the item exists, an update, as with separate
+    ///     calls (and may fail either). When it gives nil (the default), hooks make the save unsupported.
     /// - Returns: `.done(outcome)`, or `.unsupported` (a storage other than ``MemoryStorage``, hooks and no
     ///   `observedAs`, or, without hooks, a target needing an authentication): nothing was changed; run
     ///   ``addOrUpdate(_:matching:with:)``.

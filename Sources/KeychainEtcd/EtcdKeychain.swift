@@ -88,7 +88,10 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     /// Creates the keychain `configuration.name` on the cluster, protected by `password`, and leaves it unlocked in
     /// this process (and, through the unlock cache, for this user on this machine).
     ///
-    /// - Parameter lockAfterTimeout: seconds after an unlock when a machine's keys drop to after-first-unlock; nil: never.
+    /// - Parameters:
+    ///   - configuration: the cluster's endpoints, the keychain's name, TLS and authentication.
+    ///   - password: the keychain password every machine unlocks it with.
+    ///   - lockAfterTimeout: seconds after an unlock when a machine's keys drop to after-first-unlock; nil: never.
     /// - Throws: `EngineError`: `errSecDuplicateKeychain` when a keychain of that name exists (nothing is changed);
     ///   `errSecParam` for a timeout out of range; `errSecNotAvailable` when the cluster does not answer;
     ///   `errSecAuthFailed` / `errSecWrPerm` when etcd refuses the credentials or the permission.

@@ -28,7 +28,9 @@ public struct KeychainDiagnosis: Sendable {
     /// ownership and permissions (``FileSafety``); the password, or the TPM it is sealed to; the lock state and the
     /// kernel keyring; every item's integrity (when unlocked); files left by interrupted creations.
     ///
-    /// - Parameter secureEnclave: the token that opens a keychain sealed to a Secure Enclave.
+    /// - Parameters:
+    ///   - path: the keychain file to examine.
+    ///   - secureEnclave: the token that opens a keychain sealed to a Secure Enclave.
     /// - Important: Findings name files, owners, modes, counts and row ids, never an item's contents.
     public static func examine(keychainAt path: String, secureEnclave: (any SecureEnclaveToken)? = nil) -> KeychainDiagnosis {
         var findings: [Finding] = []

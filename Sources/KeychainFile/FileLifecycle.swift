@@ -33,9 +33,11 @@ extension KeychainFile {
     ///
     /// The token makes the key first: when it cannot, nothing is created. Blocks while the token works.
     /// - Parameters:
+    ///   - path: where the keychain file is created.
     ///   - token: the Secure Enclave to seal to (`KeychainServicesDefaults.secureEnclave`, `TPMSecureEnclaveToken()`).
     ///   - recoveryPassword: nil for none; else a non-empty password that also opens the file, on any machine
     ///     (``unlock(password:)``): the way back when the TPM is lost.
+    ///   - settings: the lock settings (auto-lock timeout, lock on sleep).
     /// - Throws: `EngineError`: the token's `errSecUnimplemented` (no TPM) or `errSecNotAvailable` (unreachable);
     ///   `errSecParam` for an empty recovery password or invalid settings; and the errors of
     ///   ``create(at:password:settings:)``.
@@ -167,8 +169,10 @@ extension KeychainFile {
     /// fails with the token's reason; with one, the keychain opens locked, for ``unlock(password:)`` (decision:
     /// the recovery password is the way in when the TPM is gone, so the file must still open; the reason is
     /// logged, and ``unlock()`` reports it).
-    /// - Parameter secureEnclave: the token that opens files sealed to a Secure Enclave
-    ///   (`KeychainServicesDefaults.secureEnclave`); ignored for other files.
+    /// - Parameters:
+    ///   - path: the keychain file to open.
+    ///   - secureEnclave: the token that opens files sealed to a Secure Enclave
+    ///     (`KeychainServicesDefaults.secureEnclave`); ignored for other files.
     /// - Throws: `EngineError` with `errSecNoSuchKeychain` (missing), `errSecWrPerm` (owned by another user, or
     ///   open to group or others: ``FileSafety``), `errSecInvalidKeychain` (not a keychain, truncated, a header
     ///   value out of range), `errSecWrongSecVersion` (a newer format). For a sealed file without a recovery

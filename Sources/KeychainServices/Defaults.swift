@@ -214,8 +214,10 @@ public enum KeychainServicesDefaults {
     ///   it, or no such collection; the message says what to start or create.
     /// - Important: Any program of the same user on the session bus can read an unlocked Secret Service collection.
     ///
-    /// - Parameter configuration: The engine's configuration; nil (the default): ``standardConfiguration()``, which
-    ///   follows ``useSecureEnclave(_:)``.
+    /// - Parameters:
+    ///   - options: The bus, collection, timeouts and policies (read from the environment by default).
+    ///   - configuration: The engine's configuration; nil (the default): ``standardConfiguration()``, which
+    ///     follows ``useSecureEnclave(_:)``.
     @discardableResult
     public static func useSecretService(_ options: SecretServiceStorage.Options = SecretServiceStorage.Options(environment: ProcessInfo.processInfo.environment),
                                         configuration: EngineConfiguration? = nil) throws -> KeychainEngine {

@@ -443,6 +443,9 @@ public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorith
 /// Performs an ECDH key exchange between a private key and another party's public key.
 ///
 /// - Parameters:
+///   - privateKey: This party's EC private key.
+///   - algorithm: `.ecdhKeyExchangeStandard`, `.ecdhKeyExchangeCofactor`, or one of their X9.63 KDF forms.
+///   - publicKey: The other party's EC public key, on the same curve.
 ///   - parameters: For the X9.63 KDF algorithms, `SecKeyKeyExchangeParameter.requestedSize` (required: the number
 ///     of bytes) and `.sharedInfo` (optional data); ignored for the raw algorithms.
 /// - Returns: The raw shared secret (the x-coordinate, ``SecKeyGetBlockSize(_:)`` bytes), or the KDF's output.

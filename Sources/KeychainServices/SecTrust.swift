@@ -169,7 +169,9 @@ public func SecTrustCopyPolicies(_ trust: SecTrust, _ policies: UnsafeMutablePoi
 /// Sets the anchors: from now on only these certificates are trusted roots, not the system's, unless
 /// ``SecTrustSetAnchorCertificatesOnly(_:_:)`` is then called with `false`.
 ///
-/// - Parameter anchorCertificates: The anchors (an empty array trusts nothing); nil returns to the system's roots.
+/// - Parameters:
+///   - trust: The trust to change.
+///   - anchorCertificates: The anchors (an empty array trusts nothing); nil returns to the system's roots.
 /// - Returns: `errSecSuccess`; `errSecParam` when the array holds something other than certificates.
 /// - Important: As Apple's, setting anchors turns the system's roots off; a leaf that is itself an anchor is trusted
 ///   (its dates and the host name are still checked).

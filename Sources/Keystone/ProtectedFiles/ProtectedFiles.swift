@@ -233,7 +233,9 @@ public struct ProtectedFiles: Sendable {
     /// Removes the protected file at `url` (the class keys stay: other files use them). With
     /// ``rollbackProtection`` (sealed format), its version counter is advanced, so a copy put back is refused.
     ///
-    /// - Parameter identifier: the identifier the file was written with, if any (for its counter).
+    /// - Parameters:
+    ///   - url: the protected file to remove.
+    ///   - identifier: the identifier the file was written with, if any (for its counter).
     /// - Returns: whether there was a file.
     /// - Throws: ``KeychainError`` with `errSecWrPerm` (-61) or `errSecIO` (-36) when it cannot be removed; with
     ///   rollback protection, a keychain status when the counter cannot be advanced (the file is removed then).
