@@ -345,6 +345,11 @@ struct SharedScriptTests {
         try store("bio", in: memory, .biometryAny)
         try store("pin", in: memory, .devicePasscode, item: pin)
         try store("presence", in: memory, .userPresence, item: presence)
+        // The engine's clock stands still: the reuse window cannot end while a loaded machine runs the reads.
+        let fixed = Date(timeIntervalSinceReferenceDate: 800_000_000)
+        var configuration = memory.engine.configuration
+        configuration.now = { fixed }
+        memory.engine.configuration = configuration
         let context = memory.makeBiometricContext()
         context.touchIDAuthenticationAllowableReuseDuration = 60
         context.enqueue(.succeeded(via: .passcode))
