@@ -57,7 +57,7 @@ extension EngineHook {
 
 /// The keychain: Apple's SecItem rules over a ``KeychainStorage``.
 ///
-/// The contract, as in Apple's Keychain Services (reference `keychain-semantics.md` §3–§4):
+/// The contract, as in Apple's Keychain Services (Apple's documented SecItem rules):
 ///
 /// - **add** inserts one item. It needs `kSecClass`; attributes foreign to the class fail with
 ///   `errSecNoSuchAttr`; missing primary-key attributes are stored as empty values; the access group,

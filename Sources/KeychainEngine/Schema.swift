@@ -54,7 +54,7 @@ public struct AttributeSchema: Sendable, Hashable {
 
 /// The table of one item class: its columns and its primary key.
 ///
-/// The columns and keys follow Apple's SecItemSchema: see `reference/keychain-semantics.md` §3.
+/// The columns and keys follow Apple's SecItemSchema (SecItemSchema.c in Apple's open-source Security project).
 public struct ClassSchema: Sendable {
     public let itemClass: ItemClass
     /// Every attribute the class knows, by key.

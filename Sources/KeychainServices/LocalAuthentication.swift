@@ -78,7 +78,7 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// ``LAPolicy/deviceOwnerAuthenticationWithBiometrics`` or an evaluation succeeds; nil without biometry.
     public var evaluatedPolicyDomainState: Data? { observed.current.domainState }
 
-    /// Not an Apple API: seed code sets it (`context.biometryPolicy = .deviceOwnerAuthenticationWithBiometrics`) as if
+    /// Not an Apple API: some app code sets it (`context.biometryPolicy = .deviceOwnerAuthenticationWithBiometrics`) as if
     /// it were. Kept so such code builds on Linux; it has no effect (the policy is the one passed to each call).
     @available(*, deprecated, message: "LAContext has no biometryPolicy on Apple platforms: pass the policy to canEvaluatePolicy/evaluatePolicy")
     public var biometryPolicy: LAPolicy {
@@ -123,7 +123,7 @@ public final class LAContext: NSObject, @unchecked Sendable {
     /// prompts never hold dispatch's or Swift's shared worker threads.
     ///
     /// `reply` is not required to be `@Sendable`, so that the protocols apps declare to wrap `LAContext`
-    /// (`func evaluatePolicy(_:localizedReason:reply: @escaping (Bool, Error?) -> Void)`, as in seed 000) are
+    /// (`func evaluatePolicy(_:localizedReason:reply: @escaping (Bool, Error?) -> Void)`, a common wrapper protocol) are
     /// satisfied by this method in the Swift 6 language mode, whether they spell the reply `@Sendable` or not.
     /// - Important: As with Apple's, `reply` runs on another thread: it must not touch state that is not safe to use
     ///   from there.

@@ -6,7 +6,7 @@ import Foundation
 /// Queries are SecItem dictionaries in typed form (`KeychainQuery`): Apple's raw key strings
 /// (`"class"`, `"svce"`, `"acct"`, `"r_Data"` …, constants in `Key`) to `KeychainValue`s.
 ///
-/// The contract every store keeps (reference `keychain-semantics.md` §3–§4):
+/// The contract every store keeps (Apple's SecItem rules, as documented in "Keychain Services"):
 ///
 /// - ``KeychainStore/add(_:)`` inserts one item. An item whose primary key (class, access group, synchronizable and,
 ///   for generic passwords, service + account) already exists fails with `errSecDuplicateItem`

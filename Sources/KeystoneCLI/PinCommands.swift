@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 
 // `keystone pin`: the SPKI SHA-256 pins (HPKP / OkHttp's `sha256/<base64>`) of the certificates a TLS server
-// presents, or of certificate files: what seed 003 computes with an openssl pipeline. Linux only, as the other
+// presents, or of certificate files: what `openssl x509 -pubkey | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64` computes. Linux only, as the other
 // certificate verbs (KeystonePinning's swift-nio-ssl client is Linux-only).
 #if canImport(Darwin)
 var pinVerbs: [any ParsableCommand.Type] { [] }

@@ -221,7 +221,7 @@ public final class ScriptedBiometricContext: BiometricAuthenticationContext, Sen
     public var canEvaluateCalls: [LAPolicy] { state.current.canEvaluateCalls }
     /// The evaluations asked for, in order (including those that failed at once).
     public var evaluations: [EvaluationCall] { state.current.evaluations }
-    /// Whether an evaluation was asked for (seed 000's `evaluateCalled`).
+    /// Whether an evaluation was asked for (what hand-written LAContext mocks call `evaluateCalled`).
     public var evaluateCalled: Bool { !state.current.evaluations.isEmpty }
     /// How many times ``invalidate()`` was called.
     public var invalidateCount: Int { state.current.invalidateCount }

@@ -25,7 +25,7 @@ extension LAContext: SendableReplyContext {}
 
 @Suite("Seed code against LAContext on Linux", .serialized, .ownsDefaultKeychain)
 struct SeedProtocolTests {
-    @Test("seed 000's wrapper protocol is satisfied by LAContext, and its reply arrives with the authenticator's outcome")
+    @Test("an app's LAContext wrapper protocol is satisfied by LAContext, and its reply arrives with the authenticator's outcome")
     func wrapperProtocol() async throws {
         KeychainServicesDefaults.setEngine(KeychainEngine(authenticator: FixedAuthenticator(.userCancel)))
         defer { KeychainServicesDefaults.setEngine(nil) }
@@ -40,7 +40,7 @@ struct SeedProtocolTests {
         #expect(code == .userCancel)
     }
 
-    @Test("seed 003's biometric type: none without biometry, as on a device without Touch ID or Face ID")
+    @Test("an app's biometric type: none without biometry, as on a device without Touch ID or Face ID")
     func biometricType() {
         KeychainServicesDefaults.setEngine(KeychainEngine(authenticator: FixedAuthenticator(.success)))
         defer { KeychainServicesDefaults.setEngine(nil) }

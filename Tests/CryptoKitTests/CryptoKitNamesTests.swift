@@ -3,7 +3,7 @@ import CryptoKit
 import Foundation
 import Testing
 
-/// `import CryptoKit` alone (no Crypto, no Keystone module) keeps swift-crypto's names: seed 000's simulator-safe
+/// `import CryptoKit` alone (no Crypto, no Keystone module) keeps swift-crypto's names: app code's simulator-safe
 /// CryptoKit round trips, unchanged but for Swift Testing's assertions.
 @Suite("import CryptoKit: swift-crypto's names")
 struct CryptoKitNamesTests {

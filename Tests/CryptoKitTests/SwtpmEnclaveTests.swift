@@ -37,7 +37,7 @@ struct SwtpmEnclaveTests {
                 #expect(key.publicKey.isValidSignature(overDigest, for: message))
                 let sha512 = SHA512.hash(data: message)
                 #expect(key.publicKey.isValidSignature(try key.signature(for: sha512), for: sha512))
-                // The DER form, as seed 000 sends it, parses back and verifies.
+                // The DER form, as app code sends it, parses back and verifies.
                 let der = try P256.Signing.ECDSASignature(derRepresentation: overData.derRepresentation)
                 #expect(key.publicKey.isValidSignature(der, for: message))
             }

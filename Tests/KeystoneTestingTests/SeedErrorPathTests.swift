@@ -4,7 +4,7 @@ import Keystone
 import KeychainEngine
 import KeystoneTesting
 
-// The code users write (seed 000): a keychain protocol, and a manager that depends only on it.
+// The code users write: a keychain protocol, and a manager that depends only on it.
 protocol KeychainServiceProtocol: Sendable {
     func save(_ data: Data, forKey key: String) throws
     func read(forKey key: String) throws -> Data?
