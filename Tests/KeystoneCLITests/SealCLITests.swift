@@ -105,14 +105,14 @@ struct SealCLITests {
         try process.run()
         input.fileHandleForWriting.write(f.content)
         // The signal: the temporary file holds the header and a first 64 KiB chunk, and the seal waits for the rest
-        // of its input (a failure guard of 60 s, never a timing assumption).
+        // of its input (a failure guard of 300 s for a loaded machine, never a timing assumption).
         func sealedBytes() -> Int {
             Self.temporaryNames(directory).compactMap {
                 try? FileManager.default.attributesOfItem(atPath: directory + "/" + $0)[.size] as? Int
             }.first ?? 0
         }
         var waited = 0
-        while sealedBytes() < 68 + 65_536 + 16 && waited < 6_000 && process.isRunning { usleep(10_000); waited += 1 }
+        while sealedBytes() < 68 + 65_536 + 16 && waited < 30_000 && process.isRunning { usleep(10_000); waited += 1 }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         try? input.fileHandleForWriting.close()
