@@ -32,8 +32,14 @@ let package = Package(
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .library(name: "KeychainServices", targets: ["KeychainServices"]),
         .library(name: "KeychainFile", targets: ["KeychainFile"]),
-        .library(name: "KeychainSecretService", targets: ["KeychainSecretService"]),
         .library(name: "Keystone", targets: ["Keystone"]),
+        // Backends an app adds and installs at start-up (`KeychainServicesDefaults.bootstrap(.secretService, …)`): each
+        // needs a system library or a network stack, so an app that does not name one never builds or links it.
+        .library(name: "KeychainSecretService", targets: ["KeychainSecretService"]),   // libsecret (the desktop's Secret Service)
+        .library(name: "KeychainTPM", targets: ["KeychainTPM"]),                       // tpm2-tss (the TPM as the Secure Enclave)
+        .library(name: "SystemAuthentication", targets: ["SystemAuthentication"]),     // libpam, GIO (LAContext on PAM, fprintd)
+        .library(name: "KeychainEtcd", targets: ["KeychainEtcd"]),                     // the NIO trait: AsyncHTTPClient
+        .library(name: "KeychainPKCS12", targets: ["KeychainPKCS12"]),                 // the NIO trait: swift-nio-ssl
         .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
         // SPKI certificate pinning (URLSession on Apple platforms, swift-nio-ssl on Linux): apart, so keychain-only users build no networking code.
         .library(name: "KeystonePinning", targets: ["KeystonePinning"]),
@@ -44,16 +50,16 @@ let package = Package(
         // `import CryptoKit` on Linux: swift-crypto's Crypto and CryptoKit's SecureEnclave (on the TPM). Linux only too.
         .library(name: "CryptoKit", targets: [cryptoKitModule]),
         .executable(name: "keystone", targets: ["KeystoneCLI"]),
-        .executable(name: "keystone-benchmarks", targets: ["KeystoneBenchmarks"]),
     ],
-    // SecretService (default): the Secret Service storage on Linux, which needs libsecret-1-dev to build. A server
-    // build without a desktop can drop it: `.package(url: ..., from: ..., traits: [])`.
+    // One trait, off by default: the products built on SwiftNIO (KeychainEtcd, KeychainPKCS12, KeystonePinning's
+    // swift-nio-ssl verification on Linux). Without it an app resolves no SwiftNIO package: swift-crypto, swift-asn1,
+    // swift-certificates, swift-log and swift-argument-parser only. An app that wants them:
+    // `.package(url: …, from: …, traits: ["NIO"])`. This repository's own builds pass `--traits NIO`.
+    // Decision: one trait, not one per product: SwiftPM passes enabled traits as `-D` flags in an order that changes
+    // between evaluations of the manifest (Swift 6.3.1), and a changed order recompiles every module; one flag has one order.
     traits: [
-        .trait(name: "SecretService", description: "The freedesktop Secret Service as a keychain storage on Linux (libsecret)."),
-        .trait(name: "SystemAuthentication", description: "LAContext on Linux backed by PAM (the login password) and fprintd (fingerprint readers): libpam0g-dev, libglib2.0-dev."),
-        .trait(name: "TPM", description: "The TPM 2.0 as the Secure Enclave on Linux (kSecAttrTokenIDSecureEnclave keys, CryptoKit's SecureEnclave, TPM-sealed keychain files): libtss2-dev."),
-        .trait(name: "Etcd", description: "An etcd cluster as an end-to-end encrypted keychain storage shared by a fleet (etcd://host:port,…/NAME), over etcd's JSON gateway with AsyncHTTPClient."),
-        .default(enabledTraits: ["SecretService", "SystemAuthentication", "TPM", "Etcd"]),
+        .trait(name: "NIO", description: "The products built on SwiftNIO: KeychainEtcd (an etcd cluster as a keychain storage, over AsyncHTTPClient), KeychainPKCS12 (SecPKCS12Import through swift-nio-ssl) and KeystonePinning's swift-nio-ssl verification on Linux."),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
@@ -64,6 +70,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         // NIOCore / NIOPosix by name (KeystonePinning, the TLS test server); swift-nio-ssl pulls it in anyway.
+        // These three are used only under the NIO trait, so an app without it never resolves them.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         // The etcd storage's HTTP client (etcd's v3 JSON gateway), with TLS and connection pooling.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
@@ -87,7 +94,9 @@ let package = Package(
                        providers: [.apt(["libsecret-1-dev"])]),
         .target(name: "CSecretService", dependencies: ["CLibSecret"], path: "Sources/CSecretService"),
         // The Secret Service (GNOME Keyring, KWallet, KeePassXC) as a keychain storage.
-        .target(name: "KeychainSecretService", dependencies: ["KeychainEngine", "CSecretService"], swiftSettings: settings),
+        .target(name: "KeychainSecretService", dependencies: [
+            "KeychainEngine", "CSecretService", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
         // PAM, the system library (libpam0g-dev on Debian): the login password behind LAContext on Linux.
         .systemLibrary(name: "CPAM", path: "Sources/CPAM", providers: [.apt(["libpam0g-dev"])]),
         // GIO's D-Bus client (libglib2.0-dev), and Keystone's C boundary to fprintd on it: GLib stays behind plain C functions.
@@ -96,7 +105,9 @@ let package = Package(
         // The person behind LocalAuthentication on Linux: PAM, fprintd, the terminal. Linux only, and only with the
         // SystemAuthentication trait.
         .target(name: "SystemAuthentication", dependencies: [
-            "KeychainEngine", "CPAM", "CFprintd", .product(name: "Crypto", package: "swift-crypto"),
+            "KeychainEngine", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+            "CPAM", "CFprintd",
+            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         // What the encrypted storages share: the master key and the keys derived from it, the password and Secure
         // Enclave protectors, row sealing and digests, the kernel-keyring unlock cache. Used by the keychain file and etcd.
@@ -116,26 +127,25 @@ let package = Package(
 
         // An etcd cluster as a keychain storage: etcd's v3 API through its JSON gateway (AsyncHTTPClient), rows sealed
         // as in the keychain file, add and update as compare-and-swap transactions.
+        // Its sources are under `#if NIO`: without the trait the module is empty and says what to add.
         .target(name: "KeychainEtcd", dependencies: [
-            "KeychainEngine", "KeychainSealing",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "NIOFoundationCompat", package: "swift-nio"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            "KeychainEngine", "KeychainSealing", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+            .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["NIO"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            .product(name: "NIOFoundationCompat", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["NIO"])),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: settings),
 
         // Apple's Keychain Services API. On Apple platforms it re-exports Security.
         .target(name: "KeychainServices", dependencies: [
+            // Only the keychain file and the memory storage: every other backend is a product the app installs
+            // (`KeychainServicesDefaults.bootstrap`), so that this module links nothing but SQLite and the Swift runtime.
             .target(name: "KeychainEngine"),
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
-            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
-            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
-            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
-            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["Etcd"])),
             .target(name: "CSystemRandom", condition: .when(platforms: linuxOnly)),
             // SecCertificate's parsing (X.509 DER, the names and extensions). Known hazard: X509's Certificate.swift
             // has `#if canImport(Security) import Security`, and X509 compiles with the build's module directory on its
@@ -145,11 +155,17 @@ let package = Package(
             // Workaround: delete Modules/Security.* (or .build) and build again.
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
+            // Backends that are asked for but not installed are logged.
+            .product(name: "Logging", package: "swift-log"),
             // SecKey's algorithms (ECDSA, ECDH, ECIES, RSA) and certificate digests on Linux; on Apple platforms Security has them.
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
             .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
-            // SecPKCS12Import: swift-nio-ssl's NIOSSLPKCS12Bundle reads PKCS#12 with its vendored BoringSSL.
-            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
+        ], swiftSettings: settings),
+        // SecPKCS12Import on Linux: swift-nio-ssl's NIOSSLPKCS12Bundle reads PKCS#12 with its vendored BoringSSL.
+        // Installed with `KeychainServicesDefaults.bootstrap(.pkcs12)`; the NIO trait.
+        .target(name: "KeychainPKCS12", dependencies: [
+            .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], swiftSettings: settings),
 
         // KeychainServices under the names of Apple's frameworks, so Apple-platform code builds on Linux with
@@ -189,21 +205,21 @@ let package = Package(
         ]),
         // Hardware-bound P-256 keys in a TPM 2.0 (signing and key agreement). Linux only.
         .target(name: "KeychainTPM", dependencies: [
-            "KeychainEngine",
+            "KeychainEngine", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
             .target(name: "CTPM", condition: .when(platforms: linuxOnly)), .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
         // SPKI pinning over a trust evaluator: the policy, the URLSession delegate (Apple) and swift-nio-ssl's verification
         // callback (Linux, where NIO is the TLS stack).
         .target(name: "KeystonePinning", dependencies: [
-            // SecTrust: Security on Apple platforms; on Linux, Keystone's `Security` module (KeychainServices).
-            .target(name: securityModule, condition: .when(platforms: linuxOnly)),
+            // SecTrust: Security on Apple platforms; on Linux, KeychainServices.
+            .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], swiftSettings: settings),
 
         // The `keystone` command-line tool, with macOS `security`'s verbs.
@@ -211,10 +227,11 @@ let package = Package(
             "KeychainEngine", "KeychainFile",
             // `import --from`, `seal` / `unseal`: Keystone's importers and protected files.
             "Keystone",
-            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly, traits: ["SecretService"])),
-            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
+            // Every backend, installed at start-up (etcd and PKCS#12 with the NIO trait).
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
+            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly)),
             // `create-keychain --tpm` and doctor's TPM section.
-            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             // The certificate and key verbs (import, export, find-certificate, find-identity, delete-certificate,
@@ -228,7 +245,9 @@ let package = Package(
             // `keystone pin`: the chain a TLS server presents (swift-nio-ssl), and SPKI pins of certificates.
             .target(name: "KeystonePinning", condition: .when(platforms: linuxOnly)),
             // etcd keychains (`etcd://…` as the keychain argument) and doctor's etcd section.
-            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["Etcd"])),
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            // `import` of .p12 files.
+            .target(name: "KeychainPKCS12", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], swiftSettings: settings),
 
         // A child process for the keychain file's crash and multi-process tests.
@@ -238,33 +257,6 @@ let package = Package(
         .executableTarget(name: "MigrationChild", dependencies: [
             "Keystone", "KeychainEngine", .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
         ], path: "Tests/MigrationChild", swiftSettings: settings),
-
-        // Speed and memory against baselines measured in the same run.
-        .executableTarget(name: "KeystoneBenchmarks", dependencies: [
-            "KeychainEngine", "KeychainServices", "Keystone", "KeystoneTesting", "KeychainFile", "CSQLite",
-            .product(name: "Crypto", package: "swift-crypto"),
-            // `keystone-benchmarks secret-service`: Keystone's Secret Service storage against plain libsecret,
-            // secret-tool and Python keyring, on a private daemon. Linux only, and only with the SecretService trait.
-            "SecretServiceDaemon",
-            .target(name: "KeychainSecretService", condition: .when(platforms: [.linux], traits: ["SecretService"])),
-            .target(name: "CLibSecretBaseline", condition: .when(platforms: [.linux], traits: ["SecretService"])),
-            // `keystone-benchmarks tpm`: Keystone's TPM signatures against raw ESAPI and tpm2_sign, on a private swtpm.
-            "Swtpm",
-            .target(name: "KeychainTPM", condition: .when(platforms: [.linux], traits: ["TPM"])),
-            .target(name: "CTPMBaseline", condition: .when(platforms: [.linux], traits: ["TPM"])),
-            // `keystone-benchmarks etcd`: SecItem on an etcd keychain against raw puts and gets, on a private 3-member cluster.
-            "EtcdCluster",
-            .target(name: "KeychainEtcd", condition: .when(platforms: [.linux], traits: ["Etcd"])),
-        ], swiftSettings: settings),
-        // The Secret Service benchmark's baseline: plain libsecret calls from C (not part of Keystone).
-        .target(name: "CLibSecretBaseline", dependencies: ["CLibSecret"], path: "Sources/CLibSecretBaseline"),
-        // The TPM benchmark's baseline: plain ESAPI calls from C (not part of Keystone).
-        .target(name: "CTPMBaseline", dependencies: [.target(name: "CTSS2", condition: .when(platforms: linuxOnly))],
-                path: "Sources/CTPMBaseline", linkerSettings: [
-                    .linkedLibrary("tss2-tctildr", .when(platforms: [.linux])),
-                    .linkedLibrary("tss2-mu", .when(platforms: [.linux])),
-                    .linkedLibrary("tss2-rc", .when(platforms: [.linux])),
-                ]),
 
         // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
         // with the two products above, exactly as a user's code is.
@@ -295,7 +287,7 @@ let package = Package(
             "KeychainEngine", "KeychainSealing", "EtcdCluster", "KeychainServices",
             .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly)),
             // Machines that unlock with their TPM: a real software TPM per machine.
-            "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
         // A real, private Secret Service (its own dbus-daemon and gnome-keyring-daemon) for tests and benchmarks.
         .target(name: "SecretServiceDaemon", path: "Tests/SecretServiceDaemon",
@@ -308,7 +300,7 @@ let package = Package(
 
         .testTarget(name: "SystemAuthenticationTests", dependencies: [
             "KeychainEngine", "KeychainServices", "DefaultKeychainLock", "ProcessWatchdog",
-            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly, traits: ["SystemAuthentication"])),
+            .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
         // Against a real software TPM (swtpm, swtpm-tools, tpm2-tools); skipped with the reason when swtpm is missing.
         .testTarget(name: "KeychainTPMTests", dependencies: [
@@ -319,7 +311,7 @@ let package = Package(
         .testTarget(name: "CryptoKitTests", dependencies: [
             .target(name: cryptoKitModule, condition: .when(platforms: linuxOnly)),
             "AppleStyleCryptoKit", "KeychainServices", "KeychainEngine", "KeystoneTesting", "DefaultKeychainLock", "Swtpm",
-            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         // One suite every SecureEnclaveToken passes: the TPM (on swtpm; skipped with the reason without it) and
@@ -338,8 +330,10 @@ let package = Package(
         ], swiftSettings: settings),
         .testTarget(name: "KeychainServicesTests", dependencies: [
             "KeychainServices", "KeychainEngine", "DefaultKeychainLock", "Swtpm",
+            // SecPKCS12Import (the NIO trait).
+            .target(name: "KeychainPKCS12", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
             // Secure Enclave SecKeys against a real software TPM (SecKeySecureEnclaveTests).
-            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
             // The SecKey tests convert keys to PEM / SPKI for the openssl interoperability tests.
             .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
             .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(platforms: linuxOnly)),
@@ -363,7 +357,7 @@ let package = Package(
             // Keychain files sealed to KeystoneTesting's emulated enclave.
             "KeystoneTesting",
             // Keychain files sealed to a real software TPM.
-            "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly, traits: ["TPM"])),
+            "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
         .testTarget(name: "KeystoneCLITests", dependencies: ["KeychainFile", "KeychainEngine", "SecretServiceDaemon", "Swtpm", "TLSTestServer", "PassStore", "EtcdCluster",
             // verify-cert's tests make their certificates with swift-certificates.
@@ -375,18 +369,18 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], path: "Tests/TLSTestServer", swiftSettings: settings),
         .testTarget(name: "KeystonePinningTests", dependencies: [
             "KeystonePinning", "TLSTestServer",
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly)),
-            .product(name: "NIOTLS", package: "swift-nio", condition: .when(platforms: linuxOnly)),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "NIOTLS", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

@@ -1,3 +1,4 @@
+#if NIO
 import AsyncHTTPClient
 import Foundation
 import KeychainEngine
@@ -617,3 +618,4 @@ final class LockedBox<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+#endif

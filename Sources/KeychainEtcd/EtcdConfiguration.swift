@@ -1,3 +1,4 @@
+#if NIO
 import Foundation
 import KeychainEngine
 
@@ -324,3 +325,4 @@ public struct EtcdConfiguration: Sendable, Hashable, CustomStringConvertible {
         return url
     }
 }
+#endif

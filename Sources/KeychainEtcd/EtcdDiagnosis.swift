@@ -1,3 +1,4 @@
+#if NIO
 import Foundation
 import KeychainEngine
 import KeychainSealing
@@ -199,3 +200,4 @@ public struct EtcdDiagnosis: Sendable {
         }
     }
 }
+#endif

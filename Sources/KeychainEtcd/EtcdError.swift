@@ -1,3 +1,4 @@
+#if NIO
 import Foundation
 import KeychainEngine
 
@@ -65,3 +66,4 @@ package enum EtcdError: Error, CustomStringConvertible {
         }
     }
 }
+#endif

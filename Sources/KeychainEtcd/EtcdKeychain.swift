@@ -1,3 +1,4 @@
+#if NIO
 import Crypto
 import Foundation
 import KeychainEngine
@@ -449,3 +450,4 @@ extension EtcdConfiguration {
     /// The endpoints, for messages: "127.0.0.1:2379, 127.0.0.1:22379".
     var endpointList: String { endpoints.map(\.description).joined(separator: ", ") }
 }
+#endif

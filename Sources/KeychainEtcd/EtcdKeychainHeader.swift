@@ -1,3 +1,4 @@
+#if NIO
 import Crypto
 import Foundation
 import KeychainEngine
@@ -77,4 +78,4 @@ struct EtcdKeychainHeader: Codable, Sendable, Hashable {
         Data("etcd\u{0}\(name)\u{0}".utf8) + keychainID
     }
 }
-
+#endif

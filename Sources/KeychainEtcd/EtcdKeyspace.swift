@@ -1,3 +1,4 @@
+#if NIO
 import Crypto
 import Foundation
 import KeychainEngine
@@ -154,3 +155,4 @@ extension Data {
         self = Swift.withUnsafeBytes(of: value.bigEndian) { Data($0) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if NIO
 import Crypto
 import Foundation
 import KeychainEngine
@@ -108,3 +109,4 @@ extension EtcdKeychain {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if NIO
 import Crypto
 import Foundation
 import KeychainEngine
@@ -458,3 +459,4 @@ final class EtcdTransaction: StorageWriter {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if NIO
 import Foundation
 
 // The JSON shapes of etcd's v3 gateway (grpc-gateway over etcdserverpb), as Debian's etcd 3.4 writes and reads them:
@@ -234,3 +235,4 @@ extension EtcdCompare {
         }
     }
 }
+#endif

@@ -2,9 +2,10 @@
 import Crypto
 import _CryptoExtras
 import Foundation
-import NIOSSL
 
-// SecImportExport.h: PKCS#12 import, read by swift-nio-ssl's NIOSSLPKCS12Bundle (its vendored BoringSSL).
+// SecImportExport.h: PKCS#12 import. The file is read by the PKCS#12 reader the program installed
+// (`KeychainServicesDefaults.bootstrap(.pkcs12)`, product KeychainPKCS12: swift-nio-ssl's NIOSSLPKCS12Bundle), so
+// that a program that never imports PKCS#12 builds no TLS library.
 
 /// `kSecImportExportPassphrase`: `"passphrase"`, the options key of the file's password.
 public let kSecImportExportPassphrase: CFString = "passphrase"
@@ -29,7 +30,9 @@ public let kSecImportItemKeyID: CFString = "keyid"
 ///     certificate whose public key it has), ``kSecImportItemCertChain`` (the certificates, the identity's first),
 ///     ``kSecImportItemKeyID`` (the key's `klbl`, SHA-1 of its public key) and ``kSecImportItemLabel`` (the
 ///     certificate's subject summary). No ``kSecImportItemTrust``: Keystone has no SecTrust yet.
-/// - Returns: `errSecSuccess`; `errSecAuthFailed` when the passphrase does not open the file (Apple's status for a
+/// - Returns: `errSecSuccess`; `errSecUnimplemented` when no PKCS#12 reader is installed (add the product
+///   `KeychainPKCS12`, with the package's `NIO` trait, and call `KeychainServicesDefaults.bootstrap(.pkcs12)` at
+///   start-up; the reason is logged once); `errSecAuthFailed` when the passphrase does not open the file (Apple's status for a
 ///   wrong password); `errSecDecode` when the bytes are not a PKCS#12 file, or hold a key Keystone's SecKey does not
 ///   have (EC P-256/384/521, RSA) or no certificate for the key; `errSecParam` for a passphrase that is not a String.
 ///
@@ -39,20 +42,23 @@ public func SecPKCS12Import(_ pkcs12_data: CFData, _ options: CFDictionary,
     let passphraseValue = options.first { ($0.key.base as? String) == kSecImportExportPassphrase }?.value
     if passphraseValue != nil, !(passphraseValue is String) { return errSecParam }
     let passphrase = passphraseValue as? String ?? ""
-    let bundle: NIOSSLPKCS12Bundle
+    guard let reader = KeychainServicesDefaults.pkcs12Reader() else {
+        KeychainServicesDefaults.reportMissing(KeychainBackend.Missing.pkcs12)
+        return errSecUnimplemented
+    }
+    let contents: PKCS12Contents
     do {
-        bundle = try NIOSSLPKCS12Bundle(buffer: Array(Data(referencing: pkcs12_data)), passphrase: Array(passphrase.utf8))
+        contents = try reader(Data(referencing: pkcs12_data), passphrase)
     } catch {
         // BoringSSL reports a wrong password and a malformed file alike; a file that opens with no password
         // cannot be told from one with another password, so try the structure without the password.
         return PKCS12Structure.looksLikePKCS12(Data(referencing: pkcs12_data)) ? errSecAuthFailed : errSecDecode
     }
-    guard let keyDER = try? bundle.privateKey.derBytes, let key = PKCS12Structure.secKey(fromDER: Data(keyDER)) else {
+    guard let key = PKCS12Structure.secKey(fromDER: contents.privateKeyDER) else {
         return errSecDecode
     }
-    let certificates = bundle.certificateChain.compactMap { certificate -> SecCertificate? in
-        guard let der = try? certificate.toDERBytes() else { return nil }
-        return SecCertificateCreateWithData(nil, NSData(data: Data(der)))
+    let certificates = contents.certificates.compactMap { der -> SecCertificate? in
+        SecCertificateCreateWithData(nil, NSData(data: der))
     }
     guard let publicKey = SecKeyCopyPublicKey(key) else { return errSecDecode }
     let publicBytes = publicKey.publicKeyBytes
@@ -67,7 +73,7 @@ public func SecPKCS12Import(_ pkcs12_data: CFData, _ options: CFDictionary,
     return errSecSuccess
 }
 
-/// What SecPKCS12Import needs besides NIOSSL: telling a wrong password from garbage, and the key as a SecKey.
+/// What SecPKCS12Import needs besides the reader: telling a wrong password from garbage, and the key as a SecKey.
 enum PKCS12Structure {
     /// Whether `data` has PKCS#12's outer shape: a DER SEQUENCE whose first element is INTEGER 3 (the version).
     static func looksLikePKCS12(_ data: Data) -> Bool {

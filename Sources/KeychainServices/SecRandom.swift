@@ -1,6 +1,6 @@
 #if !canImport(Darwin)
 import Foundation
-#if canImport(CSystemRandom)
+#if !canImport(Darwin)
 import CSystemRandom
 #endif
 
@@ -26,7 +26,7 @@ nonisolated(unsafe) public let kSecRandomDefault: SecRandomRef? = nil
 ///   has no `getrandom(2)` (`ENOSYS`), `errSecInternalComponent` for any other failure of the system call.
 public func SecRandomCopyBytes(_ rnd: SecRandomRef?, _ count: Int, _ bytes: UnsafeMutableRawPointer) -> Int32 {
     guard rnd == nil, count >= 0 else { return errSecParam }
-    #if canImport(CSystemRandom)
+    #if !canImport(Darwin)
     var written = 0
     while written < count {
         let n = csystemrandom_getrandom(bytes + written, count - written)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeychainEngine
-#if canImport(SystemAuthentication)
+#if !canImport(Darwin)
 import SystemAuthentication
 #endif
 #if canImport(Glibc)
@@ -13,14 +13,14 @@ import Glibc
 
 /// The verbs of this file, present when this keystone has the SystemAuthentication trait.
 var authenticationVerbs: [any ParsableCommand.Type] {
-    #if canImport(SystemAuthentication)
+    #if !canImport(Darwin)
     return [InstallPAM.self, Authenticate.self]
     #else
     return []
     #endif
 }
 
-#if canImport(SystemAuthentication)
+#if !canImport(Darwin)
 struct InstallPAM: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "install-pam",
@@ -132,7 +132,7 @@ struct AuthenticationReport {
 
     static func examine(pamDirectory: String = "/etc/pam.d") -> AuthenticationReport {
         var report = AuthenticationReport()
-        #if canImport(SystemAuthentication)
+        #if !canImport(Darwin)
         let service = pamDirectory + "/keystone"
         let hasService = FileManager.default.fileExists(atPath: service)
         let hasOther = FileManager.default.fileExists(atPath: pamDirectory + "/other")

@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import KeychainEngine
 import Keystone
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import KeychainSecretService
 #endif
 
@@ -206,7 +206,7 @@ enum ImportFrom {
             return KeychainAccessImportSource(store: store, layout: .service(options.sourceService ?? ""), targetService: options.service,
                                               accessGroup: options.accessGroup)
         case "secret-service":
-            #if canImport(KeychainSecretService)
+            #if !canImport(Darwin)
             let spec = KeychainSpec.prefix + (argument ?? "")
             let storage = try openSecretService(spec, function: function)
             let items = try call(function) { try storage.foreignItems() }

@@ -2,10 +2,10 @@ import ArgumentParser
 import Foundation
 import KeychainEngine
 import KeychainFile
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import KeychainSecretService
 #endif
-#if canImport(KeychainEtcd)
+#if NIO && !canImport(Darwin)
 import KeychainEtcd
 #endif
 #if !canImport(Darwin)
@@ -73,7 +73,7 @@ struct CreateKeychain: ParsableCommand {
         if tpm {
             throw UsageFailure(message: "keystone: create-keychain: --tpm seals a keychain file to this machine's TPM; \(spec) is an etcd keychain shared by many machines: give it a password")
         }
-        #if canImport(KeychainEtcd)
+        #if NIO && !canImport(Darwin)
         let configuration = try etcdConfiguration(spec, function: function)
         let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
         _ = try call(function) { try EtcdKeychain.create(configuration, password: secret) }
@@ -121,7 +121,7 @@ struct DeleteKeychain: ParsableCommand {
     mutating func run() throws {
         for argument in keychains {
             if KeychainSpec.isEtcd(argument) {
-                #if canImport(KeychainEtcd)
+                #if NIO && !canImport(Darwin)
                 let configuration = try etcdConfiguration(argument, function: "SecKeychainDelete")
                 try call("SecKeychainDelete") { try EtcdKeychain.delete(configuration) }
                 #else
@@ -149,7 +149,7 @@ struct LockKeychain: ParsableCommand {
         let paths = all ? ToolConfig.searchList : [keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain]
         for path in paths {
             if KeychainSpec.isSecretService(path) {
-                #if canImport(KeychainSecretService)
+                #if !canImport(Darwin)
                 let storage = try openSecretService(path, function: "SecKeychainLock")
                 try call("SecKeychainLock \(path)") { try storage.lock() }
                 #else
@@ -159,7 +159,7 @@ struct LockKeychain: ParsableCommand {
             }
             if KeychainSpec.isEtcd(path) {
                 // This machine only: other machines of the fleet keep their own unlock.
-                #if canImport(KeychainEtcd)
+                #if NIO && !canImport(Darwin)
                 try openEtcd(path, function: "SecKeychainLock").lock()
                 #else
                 throw etcdUnsupported(path, function: "SecKeychainLock")
@@ -186,7 +186,7 @@ struct UnlockKeychain: ParsableCommand {
             guard KeychainSpec.isEtcd(path), password == nil, !prompt, !promptPassword else {
                 throw UsageFailure(message: "keystone: unlock-keychain: --tpm unlocks an etcd keychain with this machine's TPM, without a password (a keychain file sealed to the TPM unlocks without --tpm)")
             }
-            #if canImport(KeychainEtcd)
+            #if NIO && !canImport(Darwin)
             let keychain = try openEtcd(path, function: "SecKeychainUnlock")
             guard let token = toolSecureEnclave else {
                 throw ToolFailure(function: "SecKeychainUnlock \(path)", status: Status.notAvailable, reason: "this build or machine has no TPM to unlock with (KEYSTONE_TPM_TCTI, /dev/tpmrm0)")
@@ -202,7 +202,7 @@ struct UnlockKeychain: ParsableCommand {
             if password != nil || promptPassword {
                 throw UsageFailure(message: "keystone: unlock-keychain: -p cannot be used with the Secret Service (\(path)): it asks for its own password in its own prompt. Run `keystone unlock-keychain \(path)` without -p.")
             }
-            #if canImport(KeychainSecretService)
+            #if !canImport(Darwin)
             let storage = try openSecretService(path, function: "SecKeychainUnlock")
             try call("SecKeychainUnlock \(path)") {
                 if try storage.isLocked() { try storage.unlockWithPrompt() }
@@ -213,7 +213,7 @@ struct UnlockKeychain: ParsableCommand {
             return
         }
         if KeychainSpec.isEtcd(path) {
-            #if canImport(KeychainEtcd)
+            #if NIO && !canImport(Darwin)
             let keychain = try openEtcd(path, function: "SecKeychainUnlock")
             let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
             try call("SecKeychainUnlock \(path)") { try keychain.unlock(password: secret) }
@@ -263,7 +263,7 @@ struct SetKeychainSettings: ParsableCommand {
     mutating func run() throws {
         let seconds: TimeInterval? = timeout.map(TimeInterval.init) ?? (lockAfterTimeout ? 300 : nil)
         if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
-            #if canImport(KeychainEtcd)
+            #if NIO && !canImport(Darwin)
             // For every machine of the fleet: the timeout is in the keychain's header. (-l is not kept: Linux gives no
             // sleep signal, and a keychain file only records it.)
             let keychain = try openEtcd(spec, function: "SecKeychainSetSettings")
@@ -289,7 +289,7 @@ struct SetKeychainPassword: ParsableCommand {
 
     mutating func run() throws {
         if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
-            #if canImport(KeychainEtcd)
+            #if NIO && !canImport(Darwin)
             // For every machine of the fleet: the master key is wrapped again in the header (compare-and-swap).
             let keychain = try openEtcd(spec, function: "SecKeychainChangePassword")
             let oldSecret = try old ?? readSecret(prompt: "Old Password: ", option: "-o")
@@ -319,7 +319,7 @@ struct ShowKeychainInfo: ParsableCommand {
 
     mutating func run() throws {
         if let spec = keychain.map(resolveKeychain) ?? etcdDefault, KeychainSpec.isEtcd(spec) {
-            #if canImport(KeychainEtcd)
+            #if NIO && !canImport(Darwin)
             let timeout = try openEtcd(spec, function: "SecKeychainCopySettings").lockAfterTimeout
             writeOut("Keychain \"\(spec)\"" + (timeout.map { " timeout=\(wholeSeconds($0))s" } ?? " no-timeout") + "\n")
             #else
@@ -458,7 +458,7 @@ struct EnrollMachine: ParsableCommand {
     @Argument(help: "The etcd keychain: etcd://host:port,…/NAME.") var keychain: String?
 
     mutating func run() throws {
-        #if canImport(KeychainEtcd)
+        #if NIO && !canImport(Darwin)
         if showID {
             print(EtcdKeychain.machineID)
             return

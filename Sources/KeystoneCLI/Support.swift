@@ -1,10 +1,10 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import KeychainSecretService
 #endif
-#if canImport(KeychainEtcd)
+#if NIO && !canImport(Darwin)
 import KeychainEtcd
 #endif
 #if canImport(Glibc)
@@ -260,7 +260,7 @@ func openKeychain(_ path: String, function: String = "SecKeychainOpen") throws -
     return try call(function) { try KeychainFile.open(at: path, secureEnclave: toolSecureEnclave) }
 }
 
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 /// Connects to the Secret Service collection a `secret-service:[COLLECTION]` argument names.
 func openSecretService(_ spec: String, function: String = "SecKeychainOpen") throws -> SecretServiceStorage {
     guard let options = SecretServiceStorage.Options(argument: spec) else {
@@ -270,7 +270,7 @@ func openSecretService(_ spec: String, function: String = "SecKeychainOpen") thr
 }
 #endif
 
-#if canImport(KeychainEtcd)
+#if NIO && !canImport(Darwin)
 /// The cluster and keychain an `etcd://` / `etcds://` argument names (the etcd password from
 /// `KEYSTONE_ETCD_PASSWORD`, never from an argument).
 ///
@@ -299,14 +299,14 @@ func etcdUnsupported(_ spec: String, function: String) -> ToolFailure {
 /// Secret Service for `secret-service:[COLLECTION]`, or an etcd keychain for `etcd://…` / `etcds://…`.
 func openStorage(_ spec: String, function: String = "SecKeychainOpen") throws -> any KeychainStorage {
     if KeychainSpec.isEtcd(spec) {
-        #if canImport(KeychainEtcd)
+        #if NIO && !canImport(Darwin)
         return try openEtcd(spec, function: function)
         #else
         throw etcdUnsupported(spec, function: function)
         #endif
     }
     guard KeychainSpec.isSecretService(spec) else { return try openKeychain(spec, function: function) }
-    #if canImport(KeychainSecretService)
+    #if !canImport(Darwin)
     return try openSecretService(spec, function: function)
     #else
     throw ToolFailure(function: function, status: Status.notAvailable,

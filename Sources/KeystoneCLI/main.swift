@@ -9,6 +9,8 @@ LoggingSystem.bootstrap { label in
     handler.logLevel = ProcessInfo.processInfo.environment["KEYSTONE_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
     return handler
 }
+// The backends, as an app installs them (Backends.swift).
+bootstrapBackends()
 
 /// `keystone`: macOS `security`'s keychain verbs over Keystone's encrypted keychain files.
 struct KeystoneTool: ParsableCommand {

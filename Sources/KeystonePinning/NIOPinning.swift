@@ -1,6 +1,6 @@
 // Linux: swift-nio-ssl is the TLS stack, so pinning hooks into its custom verification callback. (On Apple platforms
 // URLSession and Network.framework evaluate trust: see URLSessionPinning.swift.)
-#if !canImport(Darwin)
+#if NIO && !canImport(Darwin)
 import Foundation
 import NIOCore
 import NIOPosix

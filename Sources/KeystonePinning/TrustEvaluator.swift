@@ -3,7 +3,12 @@
 import Foundation
 import SwiftASN1
 import X509
+#if canImport(Darwin)
 import Security
+#else
+// SecTrust on Linux: KeychainServices (not the `Security` shim, so that pinning builds no module of that name).
+import KeychainServices
+#endif
 
 /// Normal (unpinned) trust evaluation of a server's chain for a host: the seam ``PinningPolicy`` evaluates pins after.
 ///

@@ -8,7 +8,7 @@ import KeychainServices
 import KeystoneTesting
 import Swtpm
 import Testing
-#if canImport(KeychainTPM)
+#if os(Linux)
 import KeychainTPM
 #endif
 
@@ -412,7 +412,7 @@ struct EmulatedEnclaveTests {
         }
     }
 
-    #if canImport(KeychainTPM)
+    #if os(Linux)
     @Test("Seed 000 with a TPM configured but unreachable: isAvailable is false and the factory falls back to software")
     func seedUnreachableTPM() async throws {
         let port = try #require(SwtpmFixture.freePortPair(), "a free port, on which no TPM listens")

@@ -1,4 +1,4 @@
-#if os(Linux) && canImport(KeychainTPM)
+#if os(Linux) && os(Linux)
 @testable import AppleStyleCryptoKit
 import CryptoKit
 import DefaultKeychainLock

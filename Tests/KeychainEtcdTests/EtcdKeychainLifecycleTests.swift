@@ -1,4 +1,4 @@
-#if canImport(KeychainEtcd)
+#if NIO && !canImport(Darwin)
 import Foundation
 import Testing
 import EtcdCluster

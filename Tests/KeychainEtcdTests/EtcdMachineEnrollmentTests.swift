@@ -1,4 +1,4 @@
-#if canImport(KeychainEtcd) && canImport(KeychainTPM)
+#if NIO && !canImport(Darwin) && os(Linux)
 import Foundation
 import Testing
 import EtcdCluster

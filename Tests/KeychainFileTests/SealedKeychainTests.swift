@@ -6,7 +6,7 @@ import KeychainEngine
 import KeychainSealing
 import KeystoneTesting
 import Testing
-#if canImport(KeychainTPM)
+#if os(Linux)
 import KeychainTPM
 import Swtpm
 #endif
@@ -317,7 +317,7 @@ struct SealedKeychainTests {
     }
 }
 
-#if canImport(KeychainTPM)
+#if os(Linux)
 /// Sealed keychain files on a REAL software TPM (swtpm, a fresh one per test). Every TPM call runs on a thread of its
 /// own (withSwtpm); one token per swtpm (swtpm serves one connection at a time).
 @Suite("Keychain file sealed to a TPM (swtpm)",

@@ -1,4 +1,4 @@
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import Foundation
 import KeychainEngine
 import KeychainSecretService
@@ -211,7 +211,7 @@ struct SecretServiceIntegrityTests {
 }
 #endif
 
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 @testable import KeychainSecretService
 
 /// The seal's verdicts themselves, with the service's dates given (no clock involved).
@@ -257,7 +257,7 @@ struct SealVerdictTests {
 }
 #endif
 
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 @Suite("Secret Service seals: recovery after the seal key item was deleted",
        .enabled(if: skipReason == nil, Comment(rawValue: skipReason ?? "")))
 struct SealRecoveryTests {

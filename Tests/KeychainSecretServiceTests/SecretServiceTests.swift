@@ -1,4 +1,4 @@
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import Foundation
 import KeychainEngine
 import KeychainSecretService
@@ -299,7 +299,7 @@ struct SecretServiceCompatibilityTests {
 }
 #endif
 
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 /// CI's own session (`.ci/run` runs the tests under `dbus-run-session` with an unlocked gnome-keyring): the storage
 /// with default options finds the bus and the default collection as a desktop program would. Opt-in, so a developer's
 /// real keyring is never written to.

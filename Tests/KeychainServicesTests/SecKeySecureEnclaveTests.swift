@@ -7,7 +7,7 @@ import KeychainEngine
 import KeychainServices
 import Swtpm
 import Testing
-#if canImport(KeychainTPM)
+#if os(Linux)
 import KeychainTPM
 #endif
 
@@ -114,7 +114,7 @@ func storedData(tag: String) -> Data? {
 }
 
 let swtpmMissing = Comment(rawValue: SwtpmFixture.unavailableReason ?? "swtpm is installed")
-#if canImport(KeychainTPM)
+#if os(Linux)
 let canUseSwtpm = SwtpmFixture.unavailableReason == nil
 #else
 let canUseSwtpm = false
@@ -129,7 +129,7 @@ let canUseSwtpm = false
 struct SecKeySecureEnclaveTests {
     let message = Data("Signed inside the TPM, verified outside it.\n".utf8)
 
-    #if canImport(KeychainTPM)
+    #if os(Linux)
     @Test("A permanent key is a key item with tkid whose data is the token's blob, never a private key; its export fails with errSecUnimplemented",
           .enabled(if: canUseSwtpm, swtpmMissing))
     func permanentKeyItem() async throws {

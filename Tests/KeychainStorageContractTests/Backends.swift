@@ -1,10 +1,10 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import KeychainSecretService
 #endif
-#if canImport(KeychainEtcd)
+#if NIO && !canImport(Darwin)
 import EtcdCluster
 import KeychainEtcd
 #endif
@@ -24,7 +24,7 @@ struct Backend: Sendable, CustomTestStringConvertible {
         },
     ] + secretService + etcd
 
-    #if canImport(KeychainEtcd)
+    #if NIO && !canImport(Darwin)
     /// An etcd keychain (its own name, a fresh one per test) on a 3-member cluster shared by the test process
     /// (skipped, with the reason printed, where etcd is missing).
     static let etcd: [Backend] = {
@@ -41,7 +41,7 @@ struct Backend: Sendable, CustomTestStringConvertible {
     static let etcd: [Backend] = []
     #endif
 
-    #if canImport(KeychainSecretService)
+    #if !canImport(Darwin)
     /// The Secret Service storage over a private gnome-keyring started for each test (skipped, with the reason
     /// printed, where dbus-daemon or gnome-keyring is missing).
     static let secretService: [Backend] = {
@@ -63,7 +63,7 @@ struct Backend: Sendable, CustomTestStringConvertible {
 }
 
 import Testing
-#if canImport(KeychainSecretService)
+#if !canImport(Darwin)
 import SecretServiceDaemon
 
 /// A storage that owns the daemon behind it: the daemon stops when the test lets the storage go.

@@ -4,14 +4,14 @@ import Keystone
 import KeychainEngine
 import KeystoneTesting
 import Testing
-#if canImport(KeychainFile)
+#if !canImport(Darwin)
 import KeychainFile
 #endif
 
 /// The stores CryptoKit keys are tested on: the test double, and the encrypted keychain file (Linux's default storage).
 enum KeyBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case inMemoryKeychain
-    #if canImport(KeychainFile)
+    #if !canImport(Darwin)
     case keychainFile
     #endif
 
@@ -40,7 +40,7 @@ final class KeyFixture {
             directory = nil
             lockStorage = { memory.lockState = .locked }
             unlockStorage = { memory.lockState = .unlocked }
-        #if canImport(KeychainFile)
+        #if !canImport(Darwin)
         case .keychainFile:
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-keys-\(UUID().uuidString)")
             let file = try KeychainFile.create(at: directory.appendingPathComponent("keys.keychain-db").path, password: "pw")

@@ -1,4 +1,4 @@
-#if canImport(Glibc) && canImport(SystemAuthentication)
+#if canImport(Glibc) && !canImport(Darwin)
 import DefaultKeychainLock
 import Foundation
 import Glibc

@@ -1,0 +1,28 @@
+#if os(Linux)
+import Foundation
+import KeychainEngine
+import KeychainServices
+
+extension KeychainBackend {
+    /// The TPM 2.0 as this process's Secure Enclave: `kSecAttrTokenIDSecureEnclave` keys, CryptoKit's
+    /// `SecureEnclave` keys and keychain files sealed to the TPM (`keystone create-keychain --tpm`). The TPM is the
+    /// one `KEYSTONE_TPM_TCTI` (or tpm2-tools' `TPM2TOOLS_TCTI` / `TCTI`) names, else `/dev/tpmrm0`; none when
+    /// `KEYSTONE_SECURE_ENCLAVE=none`. Nothing is opened until a key is made or used.
+    ///
+    /// Install it at start-up: `KeychainServicesDefaults.bootstrap(.tpm)`.
+    public static var tpm: KeychainBackend {
+        KeychainBackend(name: "tpm", product: "KeychainTPM", secureEnclave: { environment in
+            TPMSecureEnclaveToken.standard(environment: environment)
+        })
+    }
+}
+
+extension TPMSecureEnclaveToken {
+    /// The token the environment selects: the TPM `KEYSTONE_TPM_TCTI` (or `TPM2TOOLS_TCTI` / `TCTI`) names, else
+    /// `/dev/tpmrm0`; nil when `KEYSTONE_SECURE_ENCLAVE=none`.
+    public static func standard(environment: [String: String] = ProcessInfo.processInfo.environment) -> TPMSecureEnclaveToken? {
+        if environment["KEYSTONE_SECURE_ENCLAVE"] == "none" { return nil }
+        return TPMSecureEnclaveToken(tcti: TPMDevice.defaultTCTI(environment: environment))
+    }
+}
+#endif
