@@ -104,7 +104,7 @@ public func fuzzKeychainFile(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         }
         _ = try? file.verify()
     } catch let error as EngineError {
-        precondition(Status.names[error.status] != nil, "an unknown status \(error.status)")
+        precondition(Status.name(for: error.status) != nil, "an unknown status \(error.status)")
     } catch {
         preconditionFailure("a failure that is not an EngineError: \(type(of: error))")
     }

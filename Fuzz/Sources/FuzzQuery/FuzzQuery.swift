@@ -3,7 +3,7 @@ import Foundation
 import KeychainEngine
 
 // Random SecItem dictionaries and operations against one engine over memory: never a crash, and every failure is
-// an EngineError whose status Apple defines (Status.names).
+// an EngineError whose status Apple defines (one Status names).
 
 /// Keys the dictionaries are made of: every attribute, search, return, value and use key, and unknown ones.
 let keys: [String] = [
@@ -65,7 +65,7 @@ public func fuzzQuery(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             default: try engine.delete(q)
             }
         } catch let error as EngineError {
-            precondition(Status.names[error.status] != nil, "an unknown status \(error.status)")
+            precondition(Status.name(for: error.status) != nil, "an unknown status \(error.status)")
         } catch {
             preconditionFailure("a failure that is not an EngineError: \(type(of: error))")
         }
