@@ -3,21 +3,21 @@ import Foundation
 /// A value behind a lock, for the engine's few pieces of shared mutable state.
 ///
 /// `@unchecked Sendable`: every access to `value` goes through `lock`.
-public final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
-    public init(_ value: Value) { self.value = value }
+    package init(_ value: Value) { self.value = value }
 
     /// Runs `body` with exclusive access to the value.
-    public func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)
     }
 
     /// The current value.
-    public var current: Value { withLock { $0 } }
+    package var current: Value { withLock { $0 } }
 }
 
 /// What an authentication prompt ended with (or why none could be shown).
@@ -91,6 +91,7 @@ public final class AuthenticationCancellation: Sendable {
 
     private let state = Locked(State())
 
+    /// A cancellation not yet cancelled.
     public init() {}
 
     /// Whether ``cancel()`` was called.
@@ -144,6 +145,7 @@ public struct AuthenticationRequest: Sendable {
     /// authenticator then ends with ``AuthenticationOutcome/appCancel``.
     public let cancellation: AuthenticationCancellation?
 
+    /// A request; the engine makes these, tests and other authenticators may too.
     public init(itemClass: ItemClass, flags: AccessControlFlags, operationPrompt: String?, operation: String,
                 cancellation: AuthenticationCancellation? = nil) {
         self.itemClass = itemClass
@@ -183,7 +185,7 @@ public protocol Authenticator: Sendable {
     /// password) reports it.
     ///
     /// - Important: Report only factors the person actually proved in this authentication, and on success factors
-    ///   that satisfy the request's flags (``AccessControlRules``); a context trusts them for its reuse window.
+    ///   that satisfy the request's flags (each ``AuthenticationFactor`` says which access controls it satisfies); a context trusts them for its reuse window.
     func authenticateReportingFactors(_ request: AuthenticationRequest) -> AuthenticationResult
 
     /// Whether an authentication satisfying `flags` could be attempted now: nil if so, else the reason it cannot
@@ -197,27 +199,34 @@ public protocol Authenticator: Sendable {
     var biometryKind: BiometryKind { get }
 
     /// An opaque digest of the enrolled biometric identities, nil without biometry. The default: nil, and the
-    /// engine then keeps its own enrollment counter (``KeychainEngine/changeBiometryEnrollment()``).
+    /// engine then keeps its own enrollment counter, which Keystone's test doubles advance to play an enrollment change.
     var biometryDomainState: Data? { get }
 }
 
 extension Authenticator {
+    /// Calls ``authenticate(_:)`` and infers the factors (``AuthenticationResult/inferred(_:for:)``).
     public func authenticateReportingFactors(_ request: AuthenticationRequest) -> AuthenticationResult {
         .inferred(authenticate(request), for: request.flags)
     }
+    /// ``AuthenticationOutcome/notAvailable`` for biometry-only flags without biometry, else nil.
     public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
         let needed = flags.intersection(.authenticationFlags)
         if !needed.isEmpty, needed.isSubset(of: [.biometryAny, .biometryCurrentSet]), biometryKind == .none { return .notAvailable }
         return nil
     }
+    /// ``BiometryKind/none``.
     public var biometryKind: BiometryKind { .none }
+    /// Nil: the engine keeps its own enrollment counter.
     public var biometryDomainState: Data? { nil }
 }
 
-/// An authenticator that always reports the same outcome.
+/// An authenticator that always reports the same outcome: the engine's default (`notAvailable`), and a test double.
 public struct FixedAuthenticator: Authenticator {
+    /// What every authentication ends with.
     public let outcome: AuthenticationOutcome
+    /// An authenticator that always reports `outcome`.
     public init(_ outcome: AuthenticationOutcome) { self.outcome = outcome }
+    /// `outcome`, or ``AuthenticationOutcome/appCancel`` when the request was cancelled.
     public func authenticate(_ request: AuthenticationRequest) -> AuthenticationOutcome {
         if request.cancellation?.isCancelled == true { return .appCancel }
         return outcome

@@ -6,7 +6,7 @@ import Foundation
 /// A success is recorded with the factors the person proved (``AuthenticationFactor``: the passcode, biometry with
 /// the enrolled set it was checked against, a companion device, or “the device owner” when the authenticator did not
 /// say which) and when. Later operations that pass the same context do not prompt again for an access control those
-/// factors satisfy (``AccessControlRules``), while ``reuseDuration`` seconds have not passed since each factor's
+/// factors satisfy (each ``AuthenticationFactor`` says which), while ``reuseDuration`` seconds have not passed since each factor's
 /// success; an access control that needs a factor the context has not got prompts for that factor (or fails with
 /// `errSecInteractionNotAllowed` with ``interactionNotAllowed``). So a password entered for
 /// `deviceOwnerAuthentication` never opens a `.biometryAny` item, and a finger never opens a `.devicePasscode` item.
@@ -39,8 +39,13 @@ public final class AuthenticationContext: Sendable, Hashable {
 
     /// Cancelled by ``invalidate()``: an authentication waiting for this context's person ends with
     /// ``AuthenticationOutcome/appCancel``.
-    public let cancellation = AuthenticationCancellation()
+    package let cancellation = AuthenticationCancellation()
 
+    /// A context with no success recorded yet.
+    ///
+    /// - Parameters:
+    ///   - reuseDuration: seconds a success is reused (0: none; at most 300).
+    ///   - interactionNotAllowed: whether a needed prompt fails with `errSecInteractionNotAllowed` instead.
     public init(reuseDuration: TimeInterval = 0, interactionNotAllowed: Bool = false) {
         state = Locked(State(reuseDuration: reuseDuration, interactionNotAllowed: interactionNotAllowed))
     }
@@ -73,7 +78,7 @@ public final class AuthenticationContext: Sendable, Hashable {
     ///     ``Authenticator/biometryDomainState`` at that moment): `.biometryCurrentSet` is covered only while it is
     ///     the current one.
     ///   - date: when the person succeeded (the reuse window starts there).
-    public func record(_ factors: Set<AuthenticationFactor>, satisfying flags: AccessControlFlags? = nil,
+    package func record(_ factors: Set<AuthenticationFactor>, satisfying flags: AccessControlFlags? = nil,
                        biometryDomainState: Data? = nil, at date: Date) {
         state.withLock { s in
             guard !s.invalidated else { return }
@@ -89,7 +94,7 @@ public final class AuthenticationContext: Sendable, Hashable {
     /// - Important: Not for what a person did (use ``record(_:satisfying:biometryDomainState:at:)``): only for a
     ///   read the keychain itself authorizes by other means, on a context made for that one read and invalidated
     ///   after it (the blob of a Secure Enclave key, whose every use still asks its own authentication).
-    public func recordSuccess(at date: Date) {
+    package func recordSuccess(at date: Date) {
         state.withLock { s in
             guard !s.invalidated else { return }
             s.everything = date
@@ -98,7 +103,7 @@ public final class AuthenticationContext: Sendable, Hashable {
     }
 
     /// The factors whose success still counts at `date`.
-    public func factors(at date: Date) -> Set<AuthenticationFactor> {
+    package func factors(at date: Date) -> Set<AuthenticationFactor> {
         state.withLock { s in
             guard !s.invalidated else { return [] }
             return Set(s.factors.filter { s.valid($0.value.date, at: date) }.keys)
@@ -124,14 +129,14 @@ public final class AuthenticationContext: Sendable, Hashable {
     ///   - flags: the item's access-control flags.
     ///   - date: now, by the engine's clock.
     ///   - currentBiometryDomainState: the enrolled biometry now (asked only for `.biometryCurrentSet`).
-    public func covers(_ flags: AccessControlFlags, at date: Date, currentBiometryDomainState: () -> Data?) -> Bool {
+    package func covers(_ flags: AccessControlFlags, at date: Date, currentBiometryDomainState: () -> Data?) -> Bool {
         uncovered(flags, at: date, currentBiometryDomainState: currentBiometryDomainState) == nil
     }
 
     /// What is still to be asked for an access control with `flags` at `date`: nil when the recorded successes cover
     /// it; else `flags` less the constraints already covered when every constraint is required (the person is
     /// asked only for the factors the context has not got), and all of `flags` when any one suffices (`.or`).
-    public func uncovered(_ flags: AccessControlFlags, at date: Date, currentBiometryDomainState: () -> Data?) -> AccessControlFlags? {
+    package func uncovered(_ flags: AccessControlFlags, at date: Date, currentBiometryDomainState: () -> Data?) -> AccessControlFlags? {
         guard flags.requiresAuthentication else { return nil }
         return withoutActuallyEscaping(currentBiometryDomainState) { uncovered(flags, at: date, currentState: $0) }
     }
@@ -174,6 +179,7 @@ public final class AuthenticationContext: Sendable, Hashable {
         return AccessControlRules.anyOneSuffices(flags) ? constraints.union(.or) : constraints
     }
 
+    /// The same context (identity, as an `LAContext`).
     public static func == (lhs: AuthenticationContext, rhs: AuthenticationContext) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
@@ -191,10 +197,10 @@ public final class AuthenticationContext: Sendable, Hashable {
 /// 4. Otherwise the authenticator asks the person — with a context, only for the constraints it does not cover;
 ///    a success is recorded on the context with the factors the authenticator reports; any other outcome
 ///    fails with its status (`errSecUserCanceled`, `errSecAuthFailed`, `errSecInteractionNotAllowed`).
-public enum AuthenticationGate {
+package enum AuthenticationGate {
     /// Authenticates one use. Blocks while the person is asked: call it off Swift's cooperative pool.
     /// - Throws: ``EngineError`` with `errSecAuthFailed`, `errSecUserCanceled` or `errSecInteractionNotAllowed`.
-    public static func authorize(_ flags: AccessControlFlags, itemClass: ItemClass, operation: String,
+    package static func authorize(_ flags: AccessControlFlags, itemClass: ItemClass, operation: String,
                                  prompt: String?, context: AuthenticationContext?, allowsInteraction: Bool = true,
                                  authenticator: any Authenticator, now: Date) throws(EngineError) {
         guard flags.requiresAuthentication else { return }

@@ -34,7 +34,8 @@ public struct AuthenticationResult: Sendable, Hashable {
     }
 
     /// The result of an authenticator that reports only `outcome` for a request for `flags`: on success, the factors
-    /// every way of satisfying `flags` proves (``AccessControlRules/factorsProven(by:)``).
+    /// every way of satisfying `flags` proves (for `.userPresence`, whose factor it cannot know,
+    /// ``AuthenticationFactor/deviceOwner``; for `.biometryAny`, ``AuthenticationFactor/biometry``).
     public static func inferred(_ outcome: AuthenticationOutcome, for flags: AccessControlFlags) -> AuthenticationResult {
         AuthenticationResult(outcome, factors: outcome == .success ? AccessControlRules.factorsProven(by: flags) : [])
     }
@@ -52,23 +53,23 @@ public struct AuthenticationResult: Sendable, Hashable {
 ///   constraint with k = n then): every one of them.
 /// - `.applicationPassword` is not a constraint but an extra requirement, whatever the conjunction.
 /// - `.privateKeyUsage` asks nothing.
-public enum AccessControlRules {
+package enum AccessControlRules {
     /// The flags that are constraints (what `.or` and `.and` combine).
-    public static let constraints: AccessControlFlags = [.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .watch]
+    package static let constraints: AccessControlFlags = [.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .watch]
 
     /// Whether any one constraint suffices (`.or` with more than one constraint).
-    public static func anyOneSuffices(_ flags: AccessControlFlags) -> Bool {
+    package static func anyOneSuffices(_ flags: AccessControlFlags) -> Bool {
         flags.contains(.or) && flags.intersection(constraints).rawValue.nonzeroBitCount > 1
     }
 
     /// The constraints of `flags`, one by one.
-    public static func constraintList(_ flags: AccessControlFlags) -> [AccessControlFlags] {
+    package static func constraintList(_ flags: AccessControlFlags) -> [AccessControlFlags] {
         [.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .watch].filter { flags.contains($0) }
     }
 
     /// Whether `factor` satisfies the single constraint `constraint` (the enrolled-set check of `.biometryCurrentSet`
     /// is the caller's).
-    public static func factor(_ factor: AuthenticationFactor, satisfies constraint: AccessControlFlags) -> Bool {
+    package static func factor(_ factor: AuthenticationFactor, satisfies constraint: AccessControlFlags) -> Bool {
         switch constraint {
         case .userPresence: return factor == .passcode || factor == .biometry || factor == .deviceOwner
         case .biometryAny, .biometryCurrentSet: return factor == .biometry
@@ -84,7 +85,7 @@ public enum AccessControlRules {
     /// `.or`, the one used is unknown: ``AuthenticationFactor/deviceOwner`` when every alternative is biometry, the
     /// passcode or user presence, else nothing. An application password proves
     /// ``AuthenticationFactor/applicationPassword``.
-    public static func factorsProven(by flags: AccessControlFlags) -> Set<AuthenticationFactor> {
+    package static func factorsProven(by flags: AccessControlFlags) -> Set<AuthenticationFactor> {
         var proven: Set<AuthenticationFactor> = flags.contains(.applicationPassword) ? [.applicationPassword] : []
         let needed = flags.intersection(constraints)
         if anyOneSuffices(flags) {
@@ -106,7 +107,7 @@ public enum AccessControlRules {
     /// Whether `factors` satisfy `flags` (for `.biometryCurrentSet`, `biometryIsCurrent` says whether the biometric
     /// factor was checked against the current enrolled set). An application password is never satisfied by factors
     /// alone (see ``AuthenticationFactor/applicationPassword``).
-    public static func factors(_ factors: Set<AuthenticationFactor>, satisfy flags: AccessControlFlags,
+    package static func factors(_ factors: Set<AuthenticationFactor>, satisfy flags: AccessControlFlags,
                                biometryIsCurrent: () -> Bool) -> Bool {
         if flags.contains(.applicationPassword) { return false }
         let list = constraintList(flags)

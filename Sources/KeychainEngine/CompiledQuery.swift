@@ -10,7 +10,7 @@ import Foundation
 /// same rules as the SecItem operations, without their dictionaries.
 public struct CompiledItemKey: Sendable {
     /// The class.
-    public let itemClass: ItemClass
+    package let itemClass: ItemClass
     /// The primary-key values (without group and sync), sorted by attribute id.
     let values: [(AttributeID, AttributeValue)]
 
@@ -18,7 +18,7 @@ public struct CompiledItemKey: Sendable {
     /// `sync`, every one of them, and nothing else.
     ///
     /// - Returns: nil when `identity` does not have that shape (then use the SecItem operations).
-    public init?(_ identity: KeychainQuery) {
+    package init?(_ identity: KeychainQuery) {
         guard let q = try? ParsedQuery(identity, for: .copy), q.sync == nil, !q.hasReturnKeys, q.valueData == nil,
               q.persistentReference == nil, q.accessControl == nil, q.accessibility == nil, !q.limitGiven,
               q.context == nil, q.prompt == nil, !q.caseInsensitive, identity[Key.class] != nil else { return nil }
@@ -30,7 +30,7 @@ public struct CompiledItemKey: Sendable {
     }
 
     /// A generic password's identity (service and account), compiled without a dictionary.
-    public init(genericPasswordService service: String, account: String) {
+    package init(genericPasswordService service: String, account: String) {
         itemClass = .genericPassword
         values = Self.account < Self.service
             ? [(Self.account, .string(account)), (Self.service, .string(service))]
@@ -47,7 +47,7 @@ public struct CompiledItemKey: Sendable {
 }
 
 /// The outcome of a compiled operation: done, or not handled here (use the SecItem operation).
-public enum CompiledOutcome<Value: Sendable>: Sendable {
+package enum CompiledOutcome<Value: Sendable>: Sendable {
     /// The operation ran with the SecItem rules; this is its result.
     case done(Value)
     /// The compiled path does not handle this case (hooks installed, another storage, an item needing an
@@ -136,7 +136,7 @@ extension KeychainEngine {
     /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`,
     ///   and, for an item whose secret needs an authentication (read through ``copyMatching(_:)``'s rules),
     ///   `errSecUserCanceled`, `errSecAuthFailed`.
-    public func compiledSecret(for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
+    package func compiledSecret(for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
                                observedQuery: () -> KeychainQuery? = { nil }) throws -> CompiledOutcome<Data> {
         guard let memory = storage as? MemoryStorage else { return .unsupported }
         let hooks = self.hooks.current
@@ -194,7 +194,7 @@ extension KeychainEngine {
     /// - Throws: ``EngineError`` with `errSecAuthFailed` (no passcode for `akpu`), `errSecMissingEntitlement`, `errSecInteractionNotAllowed`,
     ///   `errSecItemNotFound` (the item went away between the add and the update), and with hooks, the codes
     ///   of ``update(_:with:)`` for targets needing an authentication.
-    public func compiledSave(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
+    package func compiledSave(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
                              accessibility: Accessibility, label: String?, comment: String?,
                              observedAs: () -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery)? = { nil }) throws -> CompiledOutcome<SaveOutcome> {
         guard let memory = storage as? MemoryStorage else { return .unsupported }

@@ -7,14 +7,17 @@ public enum DiagnosisSeverity: String, Sendable, Hashable, Comparable {
 
 /// One check of a storage's diagnosis: its outcome and, for a problem, one sentence a user can act on.
 public struct DiagnosisFinding: Sendable, Hashable, CustomStringConvertible {
+    /// How the finding weighs.
     public let severity: DiagnosisSeverity
     /// The check's name.
     public let check: String
+    /// What was found, in words (names, counts, modes; never an item's contents).
     public let detail: String
     /// What to do about it, when something should be done.
     public let fix: String?
     public var description: String { "\(severity.rawValue): \(check): \(detail)" + (fix.map { " — fix: \($0)" } ?? "") }
 
+    /// A finding.
     public init(severity: DiagnosisSeverity, check: String, detail: String, fix: String? = nil) {
         self.severity = severity
         self.check = check

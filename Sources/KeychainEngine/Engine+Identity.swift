@@ -27,7 +27,7 @@ extension KeychainEngine {
 
     /// The attribute of an identity's reference material holding the certificate's DER (Apple's
     /// `kSecAttrIdentityCertificateData`).
-    public static let identityCertificateData = "certdata"
+    package static let identityCertificateData = "certdata"
 
     /// The certificate part and the key part of an identity query.
     static func identityParts(of q: ParsedQuery) -> (certificate: ParsedQuery, key: ParsedQuery) {
@@ -98,9 +98,9 @@ extension KeychainEngine {
     }
 
     /// The attribute of an identity's reference material holding the private key's data (Keystone's own).
-    public static let identityKeyData = "_keydata"
+    package static let identityKeyData = "_keydata"
     /// The attribute of an identity's reference material holding the private key's persistent reference.
-    public static let identityKeyReference = "_keyref"
+    package static let identityKeyReference = "_keyref"
 
     func performIdentityCopy(_ q: ParsedQuery, _ report: inout OperationReport) throws -> ItemResult? {
         let config = configuration

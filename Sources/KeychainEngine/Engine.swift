@@ -32,11 +32,12 @@ public struct EngineConfiguration: Sendable {
     /// The clock for creation and modification dates and authentication reuse.
     public var now: @Sendable () -> Date = { Date() }
 
+    /// The defaults described on each property.
     public init() {}
 }
 
 /// Observes or interrupts engine operations (call logs, injected failures).
-public protocol EngineHook: Sendable {
+package protocol EngineHook: Sendable {
     /// Called before `operation` runs; throwing an ``EngineError`` makes the operation fail with it, untouched.
     func willPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?) throws
     /// Called after `operation` ran, with its status.
@@ -52,7 +53,7 @@ public protocol EngineHook: Sendable {
 }
 
 extension EngineHook {
-    public func didSkipDamagedItems(_ operation: KeychainOperation, count: Int) {}
+    package func didSkipDamagedItems(_ operation: KeychainOperation, count: Int) {}
 }
 
 /// The keychain: Apple's SecItem rules over a ``KeychainStorage``.
@@ -80,7 +81,7 @@ extension EngineHook {
 ///   readable row that contradicts a constraint the storage was asked to honour (an integrity failure),
 ///   is damaged. Damaged rows are never returned, changed or deleted. Copy, update and delete act on the
 ///   readable matches and leave damaged ones out, logging each (class, row id, status) and reporting the
-///   count to hooks (``EngineHook/didSkipDamagedItems(_:count:)``); when only damaged rows match, the
+///   count (``damagedItemsSeen``); when only damaged rows match, the
 ///   operation fails with `errSecDecode`, so the caller learns something is there.
 /// - Reading the secret of an item with an access control (or changing its secret) needs an authentication
 ///   from the ``Authenticator``, unless an ``AuthenticationContext`` covers it. `kSecUseAuthenticationUI`
@@ -132,14 +133,14 @@ public final class KeychainEngine: Sendable {
     public var lockState: LockState { storage.lockState }
 
     /// Adds a hook that sees (and may fail) every operation.
-    public func addHook(_ hook: any EngineHook) { hooks.withLock { $0.append(hook) } }
+    package func addHook(_ hook: any EngineHook) { hooks.withLock { $0.append(hook) } }
 
     /// Simulates a change of the enrolled biometry: `biometryCurrentSet` items added before become unreadable
     /// (`errSecAuthFailed`), as on a device after a fingerprint or face is added.
     ///
     /// Only for authenticators without a ``Authenticator/biometryDomainState``: when the authenticator reports
     /// one (the system's fingerprint reader, a scripted biometry), that state decides.
-    public func changeBiometryEnrollment() { biometryEnrollment.withLock { $0 += 1 } }
+    package func changeBiometryEnrollment() { biometryEnrollment.withLock { $0 += 1 } }
 
     /// The enrolled-biometry state a `biometryCurrentSet` item is bound to: the authenticator's domain state, or
     /// the engine's own counter (8 bytes, big-endian) when the authenticator reports none.
@@ -215,7 +216,7 @@ public final class KeychainEngine: Sendable {
     }
 
     private func perform<T>(_ operation: KeychainOperation, _ query: KeychainQuery, _ update: KeychainQuery?,
-                            _ body: (inout OperationReport) throws -> T) throws -> T {
+                            _ body: (inout OperationReport) throws -> T) throws(EngineError) -> T {
         let hooks = self.hooks.current
         var report = OperationReport()
         do {
@@ -643,7 +644,7 @@ public final class KeychainEngine: Sendable {
     // MARK: - Add or update
 
     /// Whether ``addOrUpdate(_:matching:with:)`` added the item or updated an existing one.
-    public enum SaveOutcome: Sendable, Hashable {
+    package enum SaveOutcome: Sendable, Hashable {
         /// No item had the primary key: the item was added.
         case added
         /// An item had the primary key: the items matching the query were updated.
@@ -667,7 +668,7 @@ public final class KeychainEngine: Sendable {
     /// - Throws: ``EngineError`` with the codes of ``add(_:)`` and ``update(_:with:)``.
     /// - Important: The existing item is updated in place (its creation date is kept), never deleted.
     @discardableResult
-    public func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws -> SaveOutcome {
+    package func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws -> SaveOutcome {
         if !hooks.current.isEmpty {
             do {
                 try add(attributes)

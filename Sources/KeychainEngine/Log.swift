@@ -8,7 +8,7 @@ import Logging
 ///
 /// - Important: Nothing secret is ever logged: no secret, password, key, item value or attribute value.
 ///   Log lines name item classes, row ids, file paths, counts and status codes only.
-public enum KeystoneLog {
+package enum KeystoneLog {
     /// The logger every Keystone module writes to.
-    public static let logger = Logger(label: "keystone")
+    package static let logger = Logger(label: "keystone")
 }

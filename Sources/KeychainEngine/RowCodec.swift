@@ -2,14 +2,14 @@ import Foundation
 
 /// A compact binary form of a row's contents (attributes, secret, access control): the keychain file seals it,
 /// the Secret Service storage keeps it (without the secret) beside each item.
-public enum RowCodec {
-    public static func canonical(_ value: AttributeValue) -> Data {
+package enum RowCodec {
+    package static func canonical(_ value: AttributeValue) -> Data {
         var out = Data()
         write(value, to: &out)
         return out
     }
 
-    public static func write(_ value: AttributeValue, to out: inout Data) {
+    package static func write(_ value: AttributeValue, to out: inout Data) {
         switch value {
         case .string(let s): out.append(1); writeBytes(Data(s.utf8), to: &out)
         case .data(let d): out.append(2); writeBytes(d, to: &out)
@@ -20,7 +20,7 @@ public enum RowCodec {
     }
 
     /// The same bytes as ``write(_:to:)-(AttributeValue,Data)``, into a byte array (digests are built this way).
-    public static func write(_ value: AttributeValue, to out: inout [UInt8]) {
+    package static func write(_ value: AttributeValue, to out: inout [UInt8]) {
         func int(_ n: UInt64) { withUnsafeBytes(of: n.bigEndian) { out.append(contentsOf: $0) } }
         switch value {
         case .string(let s): out.append(1); int(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8)
@@ -31,16 +31,16 @@ public enum RowCodec {
         }
     }
 
-    public static func writeInt(_ n: UInt64, to out: inout Data) {
+    package static func writeInt(_ n: UInt64, to out: inout Data) {
         withUnsafeBytes(of: n.bigEndian) { out.append(contentsOf: $0) }
     }
 
-    public static func writeBytes(_ d: Data, to out: inout Data) {
+    package static func writeBytes(_ d: Data, to out: inout Data) {
         writeInt(UInt64(d.count), to: &out)
         out.append(d)
     }
 
-    public static func encode(_ item: StoredItem) -> Data {
+    package static func encode(_ item: StoredItem) -> Data {
         // Built in a byte array (one allocation, no Data bookkeeping per append), then wrapped once.
         var out: [UInt8] = []
         out.reserveCapacity(64 + item.attributes.count * 32 + (item.secret?.count ?? 0))
@@ -70,33 +70,33 @@ public enum RowCodec {
         return Data(out)
     }
 
-    public struct Reader {
-        public let bytes: [UInt8]
-        public var offset = 0
-        public init(bytes: [UInt8], offset: Int = 0) { self.bytes = bytes; self.offset = offset }
-        public mutating func byte() throws -> UInt8 {
+    package struct Reader {
+        package let bytes: [UInt8]
+        package var offset = 0
+        package init(bytes: [UInt8], offset: Int = 0) { self.bytes = bytes; self.offset = offset }
+        package mutating func byte() throws -> UInt8 {
             guard offset < bytes.count else { throw EngineError(Status.decode, "truncated row") }
             defer { offset += 1 }
             return bytes[offset]
         }
-        public mutating func int() throws -> UInt64 {
+        package mutating func int() throws -> UInt64 {
             guard offset + 8 <= bytes.count else { throw EngineError(Status.decode, "truncated row") }
             var n: UInt64 = 0
             for i in 0..<8 { n = (n << 8) | UInt64(bytes[offset + i]) }
             offset += 8
             return n
         }
-        public mutating func data() throws -> Data {
+        package mutating func data() throws -> Data {
             let n = try int()
             guard n <= UInt64(bytes.count - offset) else { throw EngineError(Status.decode, "truncated row") }
             defer { offset += Int(n) }
             return Data(bytes[offset..<offset + Int(n)])
         }
-        public mutating func string() throws -> String {
+        package mutating func string() throws -> String {
             guard let s = String(data: try data(), encoding: .utf8) else { throw EngineError(Status.decode, "bad string") }
             return s
         }
-        public mutating func value() throws -> AttributeValue {
+        package mutating func value() throws -> AttributeValue {
             switch try byte() {
             case 1: return .string(try string())
             case 2: return .data(try data())
@@ -108,7 +108,7 @@ public enum RowCodec {
         }
     }
 
-    public static func decode(_ data: Data, itemClass: ItemClass, rowID: Int64) throws -> StoredItem {
+    package static func decode(_ data: Data, itemClass: ItemClass, rowID: Int64) throws -> StoredItem {
         var r = Reader(bytes: [UInt8](data))
         guard try r.byte() == 1 else { throw EngineError(Status.decode, "unknown row format") }
         var attributes: [String: AttributeValue] = [:]

@@ -47,8 +47,11 @@ public enum AttributeType: Sendable, Hashable {
 
 /// One column of a class table.
 public struct AttributeSchema: Sendable, Hashable {
+    /// The attribute's key (``Key``).
     public let key: String
+    /// The type of its values.
     public let type: AttributeType
+    /// Whether it is part of the class's primary key.
     public let isPrimaryKey: Bool
 }
 
@@ -56,6 +59,7 @@ public struct AttributeSchema: Sendable, Hashable {
 ///
 /// The columns and keys follow Apple's SecItemSchema (SecItemSchema.c in Apple's open-source Security project).
 public struct ClassSchema: Sendable {
+    /// The class.
     public let itemClass: ItemClass
     /// Every attribute the class knows, by key.
     public let attributes: [String: AttributeSchema]
@@ -92,7 +96,7 @@ public struct ClassSchema: Sendable {
     }
 
     /// The primary-key values of `attributes` in ``primaryKey`` order (missing ones as empty values).
-    public func primaryKeyValues(of attributes: [String: AttributeValue]) -> [AttributeValue] {
+    package func primaryKeyValues(of attributes: [String: AttributeValue]) -> [AttributeValue] {
         primaryKey.map { attributes[$0] ?? self.attributes[$0]!.type.emptyValue }
     }
 

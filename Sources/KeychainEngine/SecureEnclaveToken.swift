@@ -19,6 +19,7 @@ public struct SecureEnclaveKey: Sendable, Hashable {
     /// The public key, ANSI X9.63 (0x04 || X || Y, 65 bytes).
     public let publicKeyX963: Data
 
+    /// A key as a token describes it.
     public init(usage: SecureEnclaveKeyUsage, dataRepresentation: Data, publicKeyX963: Data) {
         self.usage = usage
         self.dataRepresentation = dataRepresentation

@@ -13,6 +13,7 @@ public struct StoredItem: Sendable, Hashable {
     /// The access control, if the item was added with one (`accc`).
     public var accessControl: AccessControl?
 
+    /// A row; `rowID` 0 until the storage assigns one.
     public init(itemClass: ItemClass, rowID: Int64 = 0, attributes: [String: AttributeValue], secret: Data?, accessControl: AccessControl? = nil) {
         self.itemClass = itemClass
         self.rowID = rowID
@@ -35,9 +36,12 @@ public struct StoredItem: Sendable, Hashable {
 
 /// A persistent reference: class and row id, 12 bytes (4-byte class tag, 8-byte big-endian row id).
 public struct PersistentReference: Sendable, Hashable {
+    /// The row's class.
     public let itemClass: ItemClass
+    /// The row's id in its table.
     public let rowID: Int64
 
+    /// The reference to row `rowID` of `itemClass`.
     public init(itemClass: ItemClass, rowID: Int64) {
         self.itemClass = itemClass
         self.rowID = rowID
@@ -54,6 +58,7 @@ public struct PersistentReference: Sendable, Hashable {
         self.rowID = id
     }
 
+    /// The 12 bytes handed out as `kSecValuePersistentRef`.
     public var data: Data {
         var bytes = itemClass.tag
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: rowID >> Int64(shift))) }

@@ -68,7 +68,9 @@ public enum LockState: String, Sendable, Hashable, CaseIterable, Codable {
 
 /// The flags of an access control, with Apple's `SecAccessControlCreateFlags` raw values.
 public struct AccessControlFlags: OptionSet, Sendable, Hashable, Codable {
+    /// The flags' bits, as Apple's `SecAccessControlCreateFlags`.
     public let rawValue: UInt
+    /// Flags from Apple's bits.
     public init(rawValue: UInt) { self.rawValue = rawValue }
 
     /// Biometry or the device passcode.
@@ -97,7 +99,7 @@ public struct AccessControlFlags: OptionSet, Sendable, Hashable, Codable {
     public var requiresAuthentication: Bool { !intersection(.authenticationFlags).isEmpty }
 
     /// Whether these flags involve biometry.
-    public var involvesBiometry: Bool { contains(.biometryAny) || contains(.biometryCurrentSet) || contains(.userPresence) }
+    package var involvesBiometry: Bool { contains(.biometryAny) || contains(.biometryCurrentSet) || contains(.userPresence) }
 }
 
 /// An access control: an accessibility plus the authentication its secret needs (`kSecAttrAccessControl`).
@@ -107,6 +109,7 @@ public struct AccessControl: Sendable, Hashable, Codable {
     /// What authentication reading the secret needs.
     public var flags: AccessControlFlags
 
+    /// An access control (`SecAccessControlCreateWithFlags`).
     public init(accessibility: Accessibility, flags: AccessControlFlags) {
         self.accessibility = accessibility
         self.flags = flags
@@ -179,7 +182,7 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
     }
 
     /// The bytes a string or data value is compared by (a string's UTF-8), or nil for other values.
-    public var matchBytes: Data? {
+    package var matchBytes: Data? {
         switch self {
         case .string(let s): return Data(s.utf8)
         case .data(let d): return d
