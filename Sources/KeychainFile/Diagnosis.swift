@@ -25,7 +25,7 @@ public struct KeychainDiagnosis: Sendable {
     /// its items can be checked; so is a keychain sealed to a Secure Enclave, with `secureEnclave`).
     ///
     /// Checks: the file exists and is a Keystone keychain of a format this version reads; its header is valid;
-    /// ownership and permissions (``FileSafety``); the password, or the TPM it is sealed to; the lock state and the
+    /// ownership and permissions (as ``KeychainFile/open(at:secureEnclave:)`` checks them); the password, or the TPM it is sealed to; the lock state and the
     /// kernel keyring; every item's integrity (when unlocked); files left by interrupted creations.
     ///
     /// - Parameters:

@@ -20,10 +20,13 @@ extension KeychainFile {
     ///
     /// The directory is created 0700 and the file 0600; the file appears at `path` only once complete.
     /// - Throws: `EngineError` with `errSecDuplicateKeychain` when a file exists at `path`, `errSecWrPerm` when
-    ///   it cannot be created or the directory is not safe (``FileSafety``), `errSecParam` for invalid settings.
+    ///   it cannot be created or the directory is not safe (owned by another user, or writable by others
+    ///   without the sticky bit), `errSecParam` for invalid settings.
     public static func create(at path: String, password: String, settings: KeychainSettings = .init()) throws -> KeychainFile {
-        try create(at: path, settings: settings, secureEnclave: nil) { master, _ in
-            (FileFormat.version, try PasswordProtector(sealing: master, password: password), nil)
+        try engineErrors {
+            try create(at: path, settings: settings, secureEnclave: nil) { master, _ in
+                (FileFormat.version, try PasswordProtector(sealing: master, password: password), nil)
+            }
         }
     }
 
@@ -49,13 +52,15 @@ extension KeychainFile {
     ///   attack any keychain password.
     public static func create(at path: String, sealedTo token: any SecureEnclaveToken, recoveryPassword: String? = nil,
                               settings: KeychainSettings = .init()) throws -> KeychainFile {
-        if let recoveryPassword, recoveryPassword.isEmpty {
-            throw EngineError.param("a recovery password cannot be empty: it would let the keychain be opened on any machine without one; give none, or a real one")
-        }
-        return try create(at: path, settings: settings, secureEnclave: token) { master, fileID in
-            let sealed = try SealedProtector(sealing: master, to: token, fileID: fileID)
-            let password = try recoveryPassword.map { try PasswordProtector(sealing: master, password: $0) }
-            return (FileFormat.sealedVersion, password, sealed)
+        try engineErrors {
+            if let recoveryPassword, recoveryPassword.isEmpty {
+                throw EngineError.param("a recovery password cannot be empty: it would let the keychain be opened on any machine without one; give none, or a real one")
+            }
+            return try create(at: path, settings: settings, secureEnclave: token) { master, fileID in
+                let sealed = try SealedProtector(sealing: master, to: token, fileID: fileID)
+                let password = try recoveryPassword.map { try PasswordProtector(sealing: master, password: $0) }
+                return (FileFormat.sealedVersion, password, sealed)
+            }
         }
     }
 
@@ -174,28 +179,30 @@ extension KeychainFile {
     ///   - secureEnclave: the token that opens files sealed to a Secure Enclave
     ///     (`KeychainServicesDefaults.secureEnclave`); ignored for other files.
     /// - Throws: `EngineError` with `errSecNoSuchKeychain` (missing), `errSecWrPerm` (owned by another user, or
-    ///   open to group or others: ``FileSafety``), `errSecInvalidKeychain` (not a keychain, truncated, a header
+    ///   open to group or others, in a directory others can write, or with planted `-wal` / `-shm` companions), `errSecInvalidKeychain` (not a keychain, truncated, a header
     ///   value out of range), `errSecWrongSecVersion` (a newer format). For a sealed file without a recovery
     ///   password: `errSecNotAvailable` (the TPM cannot be reached, or no token given), `errSecUnimplemented` (no
     ///   TPM on this machine), `errSecDecode` ("sealed to another TPM; the keychain cannot be opened here", or the
     ///   sealed header fields were edited).
     public static func open(at path: String, secureEnclave: (any SecureEnclaveToken)? = nil) throws -> KeychainFile {
-        let (db, header, device, inode) = try openChecked(path)
-        let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode, secureEnclave: secureEnclave)
-        try file.withMutex {
-            file.loadSharedKeys()
-            if file.keys == nil && header.sealed != nil {
-                do {
-                    try file.install(KeySet(master: try file.unsealMaster()), at: file.clock(), share: false)
-                } catch let error as EngineError where header.password != nil {
-                    KeystoneLog.logger.warning("the keychain's TPM cannot open it; it stays locked until unlocked with its recovery password",
-                                               metadata: ["path": "\(path)", "status": "\(error.status)"])
+        try engineErrors {
+            let (db, header, device, inode) = try openChecked(path)
+            let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode, secureEnclave: secureEnclave)
+            try file.withMutex {
+                file.loadSharedKeys()
+                if file.keys == nil && header.sealed != nil {
+                    do {
+                        try file.install(KeySet(master: try file.unsealMaster()), at: file.clock(), share: false)
+                    } catch let error as EngineError where header.password != nil {
+                        KeystoneLog.logger.warning("the keychain's TPM cannot open it; it stays locked until unlocked with its recovery password",
+                                                   metadata: ["path": "\(path)", "status": "\(error.status)"])
+                    }
+                } else if file.keys == nil && header.emptyPassword {
+                    try? file.unlock(password: "")
                 }
-            } else if file.keys == nil && header.emptyPassword {
-                try? file.unlock(password: "")
             }
+            return file
         }
-        return file
     }
 
     /// Checks, opens and reads the header of the keychain file at `path`.
@@ -244,7 +251,9 @@ extension KeychainFile {
     /// - Parameter secureEnclave: the token that opens the default keychain when it is sealed to a Secure Enclave
     ///   (``open(at:secureEnclave:)``).
     public static func openDefault(secureEnclave: (any SecureEnclaveToken)? = nil) throws -> (keychain: KeychainFile, created: Bool) {
-        try openDefault(at: defaultPath, secureEnclave: secureEnclave)
+        try engineErrors {
+            try openDefault(at: defaultPath, secureEnclave: secureEnclave)
+        }
     }
 
     /// ``openDefault(secureEnclave:)`` for the keychain at `path`.
@@ -295,20 +304,22 @@ extension KeychainFile {
     /// - Throws: `EngineError` with `errSecNoSuchKeychain` when there is no file, `errSecInvalidKeychain` when
     ///   the file is not a keychain, `errSecWrPerm` when it cannot be removed.
     public static func delete(at path: String) throws {
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
-        guard isKeychain(at: path) else {
-            throw EngineError(Status.invalidKeychain, "\(path) is not a Keystone keychain; it was not deleted")
+        try engineErrors {
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
+            guard isKeychain(at: path) else {
+                throw EngineError(Status.invalidKeychain, "\(path) is not a Keystone keychain; it was not deleted")
+            }
+            if let db = try? SQLiteConnection(path: path, create: false),
+               let header = try? Header.read(from: db), let fileID = header.fileID,
+               let identity = FileIdentity(path: path, fileID: fileID) {
+                KeyringCache(file: identity).remove()
+            }
+            guard unlink(path) == 0 else {
+                throw EngineError(Status.wrPerm, "cannot delete \(path): \(String(cString: strerror(errno)))")
+            }
+            for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
         }
-        if let db = try? SQLiteConnection(path: path, create: false),
-           let header = try? Header.read(from: db), let fileID = header.fileID,
-           let identity = FileIdentity(path: path, fileID: fileID) {
-            KeyringCache(file: identity).remove()
-        }
-        guard unlink(path) == 0 else {
-            throw EngineError(Status.wrPerm, "cannot delete \(path): \(String(cString: strerror(errno)))")
-        }
-        for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
     }
 
     /// Per-connection settings: durable commits (synchronous=FULL, set after opening), an 8 MiB page cache and

@@ -20,23 +20,23 @@ import Darwin
 ///
 /// A refusal is `errSecWrPerm` with a message naming the file, its owner and its mode, and the fix.
 /// Keystone itself creates directories 0700 and files 0600, so its own files always pass.
-public enum FileSafety {
+package enum FileSafety {
     /// A reason a path is not trusted, for `keystone doctor`.
-    public struct Problem: Sendable, Hashable, CustomStringConvertible {
+    package struct Problem: Sendable, Hashable, CustomStringConvertible {
         /// The file or directory.
-        public let path: String
+        package let path: String
         /// What is wrong, in words.
-        public let reason: String
+        package let reason: String
         /// A command that fixes it, when there is one.
-        public let fix: String?
-        public var description: String { fix.map { "\(path): \(reason) (fix: \($0))" } ?? "\(path): \(reason)" }
+        package let fix: String?
+        package var description: String { fix.map { "\(path): \(reason) (fix: \($0))" } ?? "\(path): \(reason)" }
     }
 
     /// Checks the keychain file at `path` and its directory.
     ///
     /// - Throws: `EngineError` with `errSecWrPerm` for the first problem found; `errSecNoSuchKeychain` when
     ///   there is no file.
-    public static func check(keychainAt path: String) throws {
+    package static func check(keychainAt path: String) throws {
         if let problem = try problems(keychainAt: path).first {
             KeystoneLog.logger.warning("refusing keychain file", metadata: ["path": "\(problem.path)", "reason": "\(problem.reason)"])
             throw EngineError(Status.wrPerm, "refusing to use the keychain \(path): \(problem.reason); \(problem.fix.map { "fix it with `\($0)`" } ?? "move it to a directory only you can write")")
@@ -46,7 +46,7 @@ public enum FileSafety {
     /// Checks a directory a keychain is to be created in.
     ///
     /// - Throws: `EngineError` with `errSecWrPerm` when it is owned by another user or writable by others.
-    public static func check(directoryAt path: String) throws {
+    package static func check(directoryAt path: String) throws {
         if let problem = directoryProblem(path) {
             throw EngineError(Status.wrPerm, "refusing to keep a keychain in \(path): \(problem.reason)\(problem.fix.map { "; fix it with `\($0)`" } ?? "")")
         }
@@ -55,7 +55,7 @@ public enum FileSafety {
     /// Every problem with the keychain file at `path` and its directory (empty when it is safe to use).
     ///
     /// - Throws: `EngineError` with `errSecNoSuchKeychain` when there is no file.
-    public static func problems(keychainAt path: String) throws -> [Problem] {
+    package static func problems(keychainAt path: String) throws -> [Problem] {
         var info = stat()
         guard stat(path, &info) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
         let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path

@@ -18,6 +18,7 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
     /// Recorded for `security` compatibility (`set-keychain-settings -l`); Linux gives no sleep signal to act on.
     public var lockOnSleep: Bool
 
+    /// Settings; the defaults never lock on their own.
     public init(lockAfterTimeout: TimeInterval? = nil, lockOnSleep: Bool = false) {
         self.lockAfterTimeout = lockAfterTimeout
         self.lockOnSleep = lockOnSleep
@@ -25,7 +26,7 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 
     /// Checks the timeout is a finite number of seconds in 0…``maximumTimeout``.
     ///
-    /// - Throws: `EngineError` with `errSecParam` otherwise.
+    /// - Throws: ``EngineError`` with `errSecParam` otherwise.
     public func validate() throws {
         if let timeout = lockAfterTimeout, !(timeout.isFinite && timeout >= 0 && timeout <= Self.maximumTimeout) {
             throw EngineError.param("the lock timeout must be between 0 and \(Int(Self.maximumTimeout)) seconds")
@@ -66,7 +67,7 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 ///   password. It does not protect against code running as the same user while the keychain is unlocked
 ///   (it can read the kernel keyring cache and this process's memory), nor against a weak password: with an
 ///   empty password the file is protected only by its permissions (0600 in a 0700 directory), which is why a
-///   file owned by another user or open to group or others is refused (``FileSafety``). A file sealed to the TPM
+///   file owned by another user or open to group or others is refused (`errSecWrPerm`). A file sealed to the TPM
 ///   is protected against whoever takes it off the machine; on the machine, code running as a user who may use the
 ///   TPM can open it.
 public final class KeychainFile: KeychainStorage, @unchecked Sendable {
@@ -184,6 +185,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
 
     // MARK: - Lock state
 
+    /// The lock state, brought up to date with the file (another process's lock or unlock, the auto-lock timeout).
     public var lockState: LockState {
         withMutex {
             try? refresh()
@@ -216,9 +218,11 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     ///   cached keys cannot be rewritten.
     public func setSettings(_ settings: KeychainSettings) throws {
         try settings.validate()
-        try withMutex {
-            try updateHeader { $0.settings = settings }
-            if let keys, sharesKeys { try share(keys, at: unlockedAt ?? clock()) }
+        try engineErrors {
+            try withMutex {
+                try updateHeader { $0.settings = settings }
+                if let keys, sharesKeys { try share(keys, at: unlockedAt ?? clock()) }
+            }
         }
     }
 
@@ -233,7 +237,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     ///   `errSecInvalidKeychain` when the header is damaged; `errSecQuotaExceeded` when the keys could not be
     ///   cached for other processes: the keychain is then unlocked in this process only.
     public func unlock(password: String) throws {
-        try withMutex {
+        try engineErrors { try withMutex {
             try refresh()
             let master = try unwrapMaster(password)
             if header.version < FileFormat.version {
@@ -241,7 +245,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             }
             if header.password?.kdf.isOutdated == true { try? rewrap(master, password: password) }
             try install(KeySet(master: master), at: clock())
-        }
+        } }
     }
 
     /// Unlocks without a password: a file sealed to a Secure Enclave with the token it was opened with (the TPM
@@ -253,7 +257,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     ///   (or its sealed header fields were edited): the file is never modified; `errSecAuthFailed` when the file
     ///   is protected by a password only (use ``unlock(password:)``).
     public func unlock() throws {
-        try withMutex {
+        try engineErrors { try withMutex {
             try refresh()
             if header.sealed != nil {
                 try install(KeySet(master: try unsealMaster()), at: clock(), share: false)
@@ -262,7 +266,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             } else {
                 throw EngineError(Status.authFailed, "the keychain is protected by a password: unlock it with its password")
             }
-        }
+        } }
     }
 
     /// Locks: discards every key here, removes the keyring cache and tells other open instances.
@@ -295,7 +299,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// - Throws: `EngineError` with `errSecAuthFailed` when `old` is wrong; `errSecParam` for a sealed file without
     ///   a password, or an empty new recovery password.
     public func changePassword(old: String, new: String) throws {
-        try withMutex {
+        try engineErrors { try withMutex {
             try refresh()
             if header.sealed != nil && header.password == nil {
                 throw EngineError.param("the keychain is sealed to this machine's TPM and has no password to change: a password would let it be opened on other machines. To have a recovery password, create a keychain with one (create-keychain --tpm -p) and move the items")
@@ -306,7 +310,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             let master = try unwrapMaster(old)
             try rewrap(master, password: new)
             try install(KeySet(master: master), at: clock())
-        }
+        } }
     }
 
     func unwrapMaster(_ password: String) throws -> SymmetricKey {

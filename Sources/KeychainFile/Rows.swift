@@ -343,6 +343,7 @@ extension KeychainFile {
         public var locked: Int
         /// Rows that failed an integrity check, by class and row id: `errSecDecode` on every read.
         public var damaged: [PersistentReference]
+        /// Every row examined.
         public var total: Int { readable + locked + damaged.count }
     }
 
@@ -352,20 +353,22 @@ extension KeychainFile {
     /// `verify-keychain` report this.
     /// - Throws: `errSecInteractionNotAllowed` when the keychain is locked; storage errors.
     public func verify() throws -> Verification {
-        try read { _ in
-            guard keys != nil else { throw EngineError.interactionNotAllowed("the keychain is locked") }
-            var report = Verification(readable: 0, locked: 0, damaged: [])
-            for cls in ItemClass.allCases {
-                try forEachCandidate(cls, [:]) { candidate in
-                    switch candidate {
-                    case .item: report.readable += 1
-                    case .unreadable(let c, let id, let error):
-                        if error.status == Status.decode { report.damaged.append(PersistentReference(itemClass: c, rowID: id)) } else { report.locked += 1 }
+        try engineErrors {
+            try read { _ in
+                guard keys != nil else { throw EngineError.interactionNotAllowed("the keychain is locked") }
+                var report = Verification(readable: 0, locked: 0, damaged: [])
+                for cls in ItemClass.allCases {
+                    try forEachCandidate(cls, [:]) { candidate in
+                        switch candidate {
+                        case .item: report.readable += 1
+                        case .unreadable(let c, let id, let error):
+                            if error.status == Status.decode { report.damaged.append(PersistentReference(itemClass: c, rowID: id)) } else { report.locked += 1 }
+                        }
+                        return true
                     }
-                    return true
                 }
+                return report
             }
-            return report
         }
     }
 

@@ -33,7 +33,7 @@ package struct KDFParameters: Codable, Hashable, Sendable {
     /// Checks every value against ``Limits``.
     ///
     /// - Throws: `EngineError` with `errSecInvalidKeychain` naming the field out of range.
-    package func validate() throws {
+    package func validate() throws(EngineError) {
         func bad(_ what: String) -> EngineError {
             EngineError(Status.invalidKeychain, "the keychain header's key-derivation \(what) is out of range")
         }
@@ -48,7 +48,7 @@ package struct KDFParameters: Codable, Hashable, Sendable {
     /// Derives the key that wraps the master key.
     ///
     /// - Throws: `errSecInvalidKeychain` for parameters out of range; `errSecAllocate` when scrypt fails.
-    package func deriveKey(_ password: String) throws -> SymmetricKey {
+    package func deriveKey(_ password: String) throws(EngineError) -> SymmetricKey {
         try validate()
         do {
             return try KDF.Scrypt.deriveKey(from: Data(password.utf8), salt: salt, outputByteCount: 32,

@@ -23,7 +23,7 @@ package struct PasswordProtector: Equatable, Sendable {
     /// Seals `master` under a key derived from `password` with today's scrypt parameters.
     ///
     /// - Throws: `errSecAllocate` when scrypt fails.
-    package init(sealing master: SymmetricKey, password: String) throws {
+    package init(sealing master: SymmetricKey, password: String) throws(EngineError) {
         let kdf = KDFParameters.current()
         let wrapped = try Sealing.seal(master.withUnsafeBytes { Data($0) }, key: try kdf.deriveKey(password), aad: PasswordProtector.masterAAD)
         self.init(kdf: kdf, wrappedMaster: wrapped, isEmpty: password.isEmpty)
@@ -38,7 +38,7 @@ package struct PasswordProtector: Equatable, Sendable {
     /// The master key, when `password` is the keychain's.
     ///
     /// - Throws: `errSecAuthFailed` for a wrong password; `errSecInvalidKeychain` for scrypt parameters out of range.
-    package func unwrap(_ password: String) throws -> SymmetricKey {
+    package func unwrap(_ password: String) throws(EngineError) -> SymmetricKey {
         let derived = try kdf.deriveKey(password)
         guard let bytes = try? Sealing.open(wrappedMaster, key: derived, aad: PasswordProtector.masterAAD), bytes.count == 32 else {
             throw EngineError(Status.authFailed, "wrong keychain password")
@@ -95,7 +95,7 @@ package struct SealedProtector: Equatable, Sendable {
     /// Blocks while the token works (milliseconds to a second on a hardware TPM).
     /// - Throws: the token's `EngineError`: `errSecUnimplemented` (no such hardware), `errSecNotAvailable`
     ///   (unreachable), `errSecInternalComponent` (it refused).
-    package init(sealing master: SymmetricKey, to token: any SecureEnclaveToken, fileID: Data) throws {
+    package init(sealing master: SymmetricKey, to token: any SecureEnclaveToken, fileID: Data) throws(EngineError) {
         let key = try token.createKey(.keyAgreement)
         let tokenPublic: P256.KeyAgreement.PublicKey
         do {
@@ -104,7 +104,12 @@ package struct SealedProtector: Equatable, Sendable {
             throw EngineError(Status.internalComponent, "the Secure Enclave (\(token.name)) gave a key whose public key is not a P-256 point")
         }
         let ephemeral = P256.KeyAgreement.PrivateKey()
-        let shared = try ephemeral.sharedSecretFromKeyAgreement(with: tokenPublic)
+        let shared: SharedSecret
+        do {
+            shared = try ephemeral.sharedSecretFromKeyAgreement(with: tokenPublic)
+        } catch {
+            throw EngineError(Status.internalComponent, "the Secure Enclave (\(token.name)) gave a public key no key agreement works with")
+        }
         let ephemeralPublic = ephemeral.publicKey.x963Representation
         let sealingKey = Self.sealingKey(sharedX: shared.withUnsafeBytes { Data($0) }, tokenPublicKey: key.publicKeyX963,
                                          ephemeralPublicKey: ephemeralPublic, fileID: fileID)
@@ -119,7 +124,7 @@ package struct SealedProtector: Equatable, Sendable {
     ///   `errSecUnimplemented` (this machine has no such hardware), `errSecDecode` (the key belongs to another
     ///   token — another machine, or a TPM cleared since — or the sealed fields were edited); any other status the
     ///   token failed with (`errSecInternalComponent`: the TPM refused for a reason of its own), with its reason.
-    package func unseal(with token: (any SecureEnclaveToken)?, fileID: Data) throws -> SymmetricKey {
+    package func unseal(with token: (any SecureEnclaveToken)?, fileID: Data) throws(EngineError) -> SymmetricKey {
         guard let token else {
             throw EngineError(Status.notAvailable, "the keychain is sealed to a TPM (Secure Enclave) and no token was given to open it: pass one (KeychainServicesDefaults.secureEnclave), or check KEYSTONE_SECURE_ENCLAVE is not none")
         }

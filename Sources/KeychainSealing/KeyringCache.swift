@@ -35,7 +35,7 @@ package struct KeyringCache: Sendable {
     ///   keyring quota, `EDQUOT`, or memory). Where the keyring does not exist at all (`ENOSYS`, or `EPERM`/`EACCES`
     ///   in a container that forbids `keyctl`) nothing is cached and nothing is thrown: each process unlocks
     ///   for itself there, and a warning is logged.
-    package func store(_ keys: KeySet, unlockedAt: Date, timeout: TimeInterval?, full: Bool) throws {
+    package func store(_ keys: KeySet, unlockedAt: Date, timeout: TimeInterval?, full: Bool) throws(EngineError) {
         #if os(Linux)
         var payload = Data()
         RowCodec.writeInt(unlockedAt.timeIntervalSince1970.bitPattern, to: &payload)

@@ -86,7 +86,7 @@ package struct SealedItem: Sendable, Hashable {
     ///
     /// `aad` is called with the item's protection class: the storages bind it too.
     /// - Throws: `errSecInteractionNotAllowed` when that class's key is not held (the keychain is locked).
-    package init(sealing item: StoredItem, keys: KeySet, aad: (ProtectionClass) -> Data) throws {
+    package init(sealing item: StoredItem, keys: KeySet, aad: (ProtectionClass) -> Data) throws(EngineError) {
         let protection = ProtectionClass(item.accessibility)
         guard let classKey = keys.classKeys[protection] else {
             throw EngineError.interactionNotAllowed("the item's protection class is locked")

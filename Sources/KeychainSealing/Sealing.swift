@@ -20,14 +20,28 @@ package enum ProtectionClass: String, CaseIterable, Sendable {
     }
 }
 
-/// AES-GCM sealing and HMAC digests.
+/// AES-GCM sealing and HMAC digests. Failures are ``EngineError``s, never swift-crypto's errors.
 package enum Sealing {
-    package static func seal(_ plaintext: Data, key: SymmetricKey, aad: Data) throws -> Data {
-        try AES.GCM.seal(plaintext, using: key, authenticating: aad).combined!
+    /// AES-GCM with a random nonce: nonce, ciphertext and tag.
+    ///
+    /// - Throws: `errSecInternalComponent` when swift-crypto refuses (it never does for a 256-bit key).
+    package static func seal(_ plaintext: Data, key: SymmetricKey, aad: Data) throws(EngineError) -> Data {
+        do {
+            return try AES.GCM.seal(plaintext, using: key, authenticating: aad).combined!
+        } catch {
+            throw EngineError(.internalComponent, "AES-GCM sealing failed (\(type(of: error)))")
+        }
     }
 
-    package static func open(_ combined: Data, key: SymmetricKey, aad: Data) throws -> Data {
-        try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
+    /// Opens what ``seal(_:key:aad:)`` made.
+    ///
+    /// - Throws: `errSecDecode` when the bytes are not a sealed box, or fail authentication under `key` and `aad`.
+    package static func open(_ combined: Data, key: SymmetricKey, aad: Data) throws(EngineError) -> Data {
+        do {
+            return try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
+        } catch {
+            throw EngineError(.decode, "the sealed data failed its authentication")
+        }
     }
 
     package static func digest<Bytes: DataProtocol>(_ bytes: Bytes, mac template: HMAC<SHA256>) -> Data {
