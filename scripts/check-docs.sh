@@ -2,7 +2,7 @@
 # Builds the DocC documentation of every module that has a catalog (Sources/<Module>/<Module>.docc) with the
 # swift-docc-plugin, and fails when DocC reports any warning (a broken or ambiguous link, an undocumented
 # parameter, an article that overrides a symbol). SwiftPM's own build warnings (-pthread, a dependency's unhandled
-# file) are not DocC's and are left out. Run after `swift build`.
+# file) are not DocC's and are left out. Run after `swift build --traits NIO` (with the NIO trait, as every build here).
 #
 # Usage: scripts/check-docs.sh        (one line per module, then exit 0, or the warnings and exit 1)
 set -euo pipefail
@@ -12,7 +12,7 @@ failed=0
 for catalog in Sources/*/*.docc; do
     module="$(basename "$(dirname "$catalog")")"
     log="$(mktemp)"
-    if ! swift package --disable-sandbox generate-documentation --target "$module" >"$log" 2>&1; then
+    if ! swift package --traits NIO --disable-sandbox generate-documentation --target "$module" >"$log" 2>&1; then
         echo "docs: $module: the documentation did not build" >&2
         tail -n 20 "$log" >&2
         failed=1

@@ -36,7 +36,7 @@ public enum SecureEnclave {
     /// Whether Secure Enclave keys can be made and used now: the process has a Secure Enclave token
     /// (`KeychainServicesDefaults.secureEnclave`) and it answers.
     ///
-    /// False without a TPM 2.0, with `KEYSTONE_SECURE_ENCLAVE=none`, in a build without the `TPM` trait, or while
+    /// False without a TPM 2.0, with `KEYSTONE_SECURE_ENCLAVE=none`, in a program that did not install the TPM backend (product `KeychainTPM`, `KeychainServicesDefaults.bootstrap(.tpm)`), or while
     /// the TPM cannot be reached. May open the TPM device (it blocks briefly); it never prompts.
     public static var isAvailable: Bool {
         guard let token = KeychainServicesDefaults.secureEnclave else { return false }
@@ -147,7 +147,7 @@ struct EnclaveKeyCore: Sendable {
     /// The process's Secure Enclave token, or `errSecUnimplemented`.
     private static func currentToken() throws(SecureEnclaveError) -> any SecureEnclaveToken {
         guard let token = KeychainServicesDefaults.secureEnclave else {
-            throw SecureEnclaveError(status: Status.unimplemented, reason: "this process has no Secure Enclave")
+            throw SecureEnclaveError(status: Status.unimplemented, reason: "this process has no Secure Enclave: install the TPM backend (product KeychainTPM, KeychainServicesDefaults.bootstrap(.tpm)) at start-up")
         }
         return token
     }

@@ -13,7 +13,7 @@ import KeychainServices
 ///
 /// The statuses:
 /// - `errSecUnimplemented`: this process has no Secure Enclave (no TPM 2.0, `KEYSTONE_SECURE_ENCLAVE=none`, a build
-///   without the `TPM` trait): check `SecureEnclave.isAvailable` and fall back to a software key.
+///   without the TPM backend installed, `KeychainServicesDefaults.bootstrap(.tpm)`): check `SecureEnclave.isAvailable` and fall back to a software key.
 /// - `errSecNotAvailable`: there is a TPM but it cannot be reached now, or it went away during the call.
 /// - `errSecDecode`: the `dataRepresentation` is not a key of this Secure Enclave (damaged, not Keystone's, or made
 ///   by another TPM).
@@ -63,7 +63,7 @@ public struct SecureEnclaveError: Error, CustomNSError, LocalizedError, CustomSt
     private var advice: String {
         switch status {
         case Status.unimplemented:
-            return "This process has no Secure Enclave (no TPM 2.0, KEYSTONE_SECURE_ENCLAVE=none, or Keystone built without the TPM trait): check SecureEnclave.isAvailable and fall back to a software key."
+            return "This process has no Secure Enclave (no TPM 2.0, KEYSTONE_SECURE_ENCLAVE=none, or the TPM backend not installed: product KeychainTPM, KeychainServicesDefaults.bootstrap(.tpm)): check SecureEnclave.isAvailable and fall back to a software key."
         case Status.notAvailable:
             return "The TPM cannot be reached: check that /dev/tpmrm0 exists and is readable and writable by this user (group tss), or what KEYSTONE_TPM_TCTI names, then try again."
         case Status.decode:

@@ -22,11 +22,11 @@ extension KeychainServicesDefaults {
     /// installed one of the same name, others stay. The engine already made is not replaced, so a storage chosen by
     /// the environment takes effect for engines made afterwards (``setEngine(_:)`` with nil makes one anew).
     public static func bootstrap(_ backends: KeychainBackend...) {
-        bootstrap(backends)
+        bootstrap(backends: backends)
     }
 
-    /// Installs `backends`: see ``bootstrap(_:)-(KeychainBackend...)``.
-    public static func bootstrap(_ backends: [KeychainBackend]) {
+    /// Installs `backends`, a list made at run time: see ``bootstrap(_:)``.
+    public static func bootstrap(backends: [KeychainBackend]) {
         installed.withLock { list in
             for backend in backends {
                 list.removeAll { $0.name == backend.name }
@@ -40,7 +40,7 @@ extension KeychainServicesDefaults {
         }
     }
 
-    /// The backends installed with ``bootstrap(_:)-(KeychainBackend...)``, in the order they were installed.
+    /// The backends installed with ``bootstrap(_:)``, in the order they were installed.
     public static var installedBackends: [KeychainBackend] { installed.current }
 
     /// The storage the first installed backend that takes `argument` opens; nil when none takes it.

@@ -8,7 +8,7 @@ import KeychainFile
 /// The first SecItem call opens the default keychain (`environmentEngine()`): the keychain `$KEYSTONE_KEYCHAIN`
 /// names (a file that must exist, unless `KEYSTONE_KEYCHAIN_CREATE=1`; or an etcd keychain), else
 /// `~/.local/share/keystone/login.keychain-db` (created with an empty password on first use), or the storage
-/// `KEYSTONE_BACKEND` names (`memory`, or a backend the program installed with ``bootstrap(_:)-(KeychainBackend...)``:
+/// `KEYSTONE_BACKEND` names (`memory`, or a backend the program installed with ``bootstrap(_:)``:
 /// `secret-service[:COLLECTION]` for the desktop's Secret Service). If it cannot be opened, SecItem calls return its
 /// error (`errSecInvalidKeychain`, `errSecWrongSecVersion`, `errSecNotAvailable`…) rather than silently using another
 /// keychain. A program chooses another keychain at startup — a memory keychain, a test's engine, a backend's

@@ -2,7 +2,7 @@
 import Foundation
 import KeychainEngine
 
-/// A backend a program installs at start-up with ``KeychainServicesDefaults/bootstrap(_:)-(KeychainBackend...)``,
+/// A backend a program installs at start-up with ``KeychainServicesDefaults/bootstrap(_:)``,
 /// as swift-log's handlers are installed with `LoggingSystem.bootstrap`.
 ///
 /// The core (`KeychainServices`, `Keystone`) has the keychain file and the memory storage. Everything that needs a

@@ -141,7 +141,7 @@ final class SecKeyTokenKey: Sendable {
             throw SecKeyFailure(errSecParam, "Key generation failed, error \(errSecParam): the Secure Enclave makes only 256-bit EC keys (kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits 256), not \(kind) \(bits ?? 0)")
         }
         guard let token = KeychainServicesDefaults.secureEnclave else {
-            throw SecKeyFailure(errSecUnimplemented, "Key generation failed, error \(errSecUnimplemented): there is no Secure Enclave (KeychainServicesDefaults.secureEnclave is nil: KEYSTONE_SECURE_ENCLAVE=none, or a build without the TPM trait); make a software key, or configure a token with KeychainServicesDefaults.useSecureEnclave(_:)")
+            throw SecKeyFailure(errSecUnimplemented, "Key generation failed, error \(errSecUnimplemented): there is no Secure Enclave (KeychainServicesDefaults.secureEnclave is nil: KEYSTONE_SECURE_ENCLAVE=none, or the TPM backend is not installed: add the product KeychainTPM and call `KeychainServicesDefaults.bootstrap(.tpm)` at start-up); make a software key, or configure a token with KeychainServicesDefaults.useSecureEnclave(_:)")
         }
         let accessControl: AccessControl?
         switch attribute(kSecAttrAccessControl) {
@@ -180,7 +180,7 @@ final class SecKeyTokenKey: Sendable {
     ///   key of the configured token's kind).
     static func storedKey(attributes: CFDictionary, data: Data, use: SecKeyTokenUse) throws -> SecKey {
         guard let token = KeychainServicesDefaults.secureEnclave else {
-            throw SecKeyFailure(errSecUnimplemented, "the key is a Secure Enclave key and there is no Secure Enclave (KeychainServicesDefaults.secureEnclave is nil): configure the token that made it with KeychainServicesDefaults.useSecureEnclave(_:)")
+            throw SecKeyFailure(errSecUnimplemented, "the key is a Secure Enclave key and there is no Secure Enclave (KeychainServicesDefaults.secureEnclave is nil): install the TPM backend (product KeychainTPM, `KeychainServicesDefaults.bootstrap(.tpm)`) or configure the token that made it with KeychainServicesDefaults.useSecureEnclave(_:)")
         }
         let key: SecureEnclaveKey
         do {

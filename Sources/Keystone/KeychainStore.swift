@@ -65,7 +65,7 @@ public protocol KeychainStore: Sendable {
     func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws
 
     /// The Secure Enclave of the device this store's items live on: where ``SigningKeyFactory`` makes hardware
-    /// keys for it. Nil when there is none (a simulator, a Linux build without the `TPM` trait).
+    /// keys for it. Nil when there is none (a simulator, a Linux program that did not install the TPM backend, `KeychainServicesDefaults.bootstrap(.tpm)`).
     ///
     /// The default implementation is the platform's: on Apple platforms CryptoKit's `SecureEnclave` when
     /// `SecureEnclave.isAvailable`, else nil; on Linux `KeychainServicesDefaults.secureEnclave` (the TPM 2.0 by

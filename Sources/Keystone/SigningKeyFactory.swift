@@ -12,8 +12,8 @@ public enum SigningKeyPolicy: String, Sendable, Hashable, CaseIterable {
 
 /// Why ``SigningKeyFactory`` returned a software key: log it, and act on it where it says so.
 public enum SigningKeyFallbackReason: Sendable, Hashable, CustomStringConvertible {
-    /// The keychain's device has no Secure Enclave: a simulator, a Mac without one, a Linux build without the `TPM`
-    /// trait or a process with `KEYSTONE_SECURE_ENCLAVE=none` (``KeychainStore/secureEnclave`` is nil).
+    /// The keychain's device has no Secure Enclave: a simulator, a Mac without one, a Linux program that did not
+    /// install the TPM backend (`KeychainServicesDefaults.bootstrap(.tpm)`) or a process with `KEYSTONE_SECURE_ENCLAVE=none` (``KeychainStore/secureEnclave`` is nil).
     case noSecureEnclave
     /// There is a Secure Enclave, but it cannot be used now (`errSecUnimplemented`: no TPM on this machine;
     /// `errSecNotAvailable`: a TPM that does not answer or that this user may not open).
@@ -29,7 +29,7 @@ public enum SigningKeyFallbackReason: Sendable, Hashable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .noSecureEnclave:
-            return "No Secure Enclave on this device or build (a simulator; on Linux a build without the TPM trait, or KEYSTONE_SECURE_ENCLAVE=none): the signing key is a software key kept in the keychain."
+            return "No Secure Enclave on this device or build (a simulator; on Linux a program that did not install the TPM backend (KeychainServicesDefaults.bootstrap(.tpm)), or KEYSTONE_SECURE_ENCLAVE=none): the signing key is a software key kept in the keychain."
         case .secureEnclaveUnavailable(let error):
             return "The Secure Enclave cannot be used now (\(error.name), \(error.status)\(error.reason.isEmpty ? "" : ": \(error.reason)")): the signing key is a software key kept in the keychain. On Linux run `keystone doctor` (the TPM device /dev/tpmrm0 needs the tss group, or set KEYSTONE_TPM_TCTI); once it works, replaceKey() moves to a hardware key."
         case .hardwareKeyCreationFailed(let error):

@@ -11,7 +11,7 @@ import Glibc
 // The person behind LocalAuthentication on Linux: `install-pam` (the `keystone` PAM service), `authenticate` (try it),
 // and doctor's authentication report.
 
-/// The verbs of this file, present when this keystone has the SystemAuthentication trait.
+/// The verbs of this file, present when this keystone has the SystemAuthentication backend (on Linux).
 var authenticationVerbs: [any ParsableCommand.Type] {
     #if !canImport(Darwin)
     return [InstallPAM.self, Authenticate.self]
@@ -168,7 +168,7 @@ struct AuthenticationReport {
         }
         #else
         report.json["available"] = false
-        report.findings.append(DoctorFinding(severity: .note, check: "authentication", detail: "this keystone was built without the SystemAuthentication trait: nothing can authenticate a person", fix: nil))
+        report.findings.append(DoctorFinding(severity: .note, check: "authentication", detail: "this keystone was built without the SystemAuthentication backend: nothing can authenticate a person", fix: nil))
         #endif
         return report
     }

@@ -19,7 +19,7 @@ func bootstrapBackends() {
     #if NIO
     backends += [.etcd, .pkcs12]
     #endif
-    KeychainServicesDefaults.bootstrap(backends)
+    KeychainServicesDefaults.bootstrap(backends: backends)
 }
 #else
 func bootstrapBackends() {}

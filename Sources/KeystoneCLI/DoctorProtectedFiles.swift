@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Keystone
+import KeystoneProtectedFiles
 #if canImport(Glibc)
 import Glibc
 #endif

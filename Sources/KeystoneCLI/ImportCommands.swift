@@ -3,12 +3,13 @@ import ArgumentParser
 import Foundation
 import KeychainEngine
 import Keystone
+import KeystoneImporters
 #if !canImport(Darwin)
 import KeychainSecretService
 #endif
 
 // `keystone import --from SOURCE`: secrets from other libraries' keychain layouts, other stores and export files,
-// through Keystone's importers (Sources/Keystone/Importers). The certificate and key import of `keystone import FILE`
+// through Keystone's importers (the KeystoneImporters module). The certificate and key import of `keystone import FILE`
 // (security's) is unchanged without --from.
 
 /// The options `keystone import` takes for `--from`.
@@ -213,7 +214,7 @@ enum ImportFrom {
             return SecretServiceImportSource(entries: items.map { .init(label: $0.label, attributes: $0.attributes, secret: $0.secret) },
                                              collection: argument ?? "default")
             #else
-            throw ToolFailure(function: function, status: Status.notAvailable, reason: "this keystone was built without the Secret Service (the SecretService trait)")
+            throw ToolFailure(function: function, status: Status.notAvailable, reason: "this keystone was built without the Secret Service (the KeychainSecretService backend)")
             #endif
         default:
             throw UsageFailure(message: "keystone: import: unknown source '\(kind)': use keychain-swift, swift-keychain-wrapper, valet, keychain-access, secret-service[:COLLECTION], pass[:DIR], csv:FILE or json:FILE")

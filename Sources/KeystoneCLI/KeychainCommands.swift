@@ -17,7 +17,7 @@ import KeychainServices
 /// The Secure Enclave the tool seals keychains to (`create-keychain --tpm`) and opens sealed keychains with: the
 /// process's token, `KeychainServicesDefaults.secureEnclave` (the TPM 2.0 that `KEYSTONE_TPM_TCTI`,
 /// `TPM2TOOLS_TCTI` or `TCTI` names, else `/dev/tpmrm0`; none with `KEYSTONE_SECURE_ENCLAVE=none` or without the
-/// package's TPM trait). One token for the whole run: a TPM behind a TCTI that serves one connection at a time
+/// KeychainTPM backend). One token for the whole run: a TPM behind a TCTI that serves one connection at a time
 /// (swtpm) is opened once. What the TPM holds for it is flushed when the process exits (CTPM's exit flush), so runs
 /// never pile objects up in a TPM without a resource manager.
 var toolSecureEnclave: (any SecureEnclaveToken)? {
@@ -90,7 +90,7 @@ struct CreateKeychain: ParsableCommand {
         let function = "SecKeychainCreate \(path)"
         guard let token = toolSecureEnclave else {
             throw ToolFailure(function: function, status: Status.unimplemented,
-                              reason: "no TPM support here: KEYSTONE_SECURE_ENCLAVE=none, or keystone was built without the TPM trait")
+                              reason: "no TPM support here: KEYSTONE_SECURE_ENCLAVE=none, or keystone was built without the TPM backend (KeychainTPM)")
         }
         if let unavailable = token.availability() {
             throw ToolFailure(function: function, status: unavailable.status,
@@ -477,7 +477,7 @@ struct EnrollMachine: ParsableCommand {
         }
         try call("enroll-machine \(path)") { try etcd.enrollMachine(token) }
         #else
-        throw UsageFailure(message: "keystone: enroll-machine: this build has no etcd keychains (the Etcd trait)")
+        throw UsageFailure(message: "keystone: enroll-machine: this build has no etcd keychains (build keystone with the package's NIO trait: swift build --traits NIO)")
         #endif
     }
 }

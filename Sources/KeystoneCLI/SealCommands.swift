@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KeychainEngine
 import Keystone
+import KeystoneProtectedFiles
 
 // `keystone seal` / `keystone unseal`: Keystone's protected files (the sealed format, ProtectedFiles in Keystone)
 // from the command line, with the class keys in a keychain.

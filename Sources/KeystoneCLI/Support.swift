@@ -289,10 +289,10 @@ func openEtcd(_ spec: String, function: String = "SecKeychainOpen") throws -> Et
 }
 #endif
 
-/// The failure of a verb given an etcd keychain by a keystone built without the Etcd trait.
+/// The failure of a verb given an etcd keychain by a keystone built without the NIO trait (no etcd keychains).
 func etcdUnsupported(_ spec: String, function: String) -> ToolFailure {
     ToolFailure(function: function, status: Status.notAvailable,
-                reason: "this keystone was built without etcd support (the package's Etcd trait); \(spec) cannot be opened")
+                reason: "this keystone was built without etcd support (the package's NIO trait); \(spec) cannot be opened")
 }
 
 /// Opens the storage a keychain argument names (resolved with ``resolveKeychain(_:)``): a keychain file, the
@@ -310,7 +310,7 @@ func openStorage(_ spec: String, function: String = "SecKeychainOpen") throws ->
     return try openSecretService(spec, function: function)
     #else
     throw ToolFailure(function: function, status: Status.notAvailable,
-                      reason: "this keystone was built without the Secret Service (the package's SecretService trait); \(spec) cannot be opened")
+                      reason: "this keystone was built without the Secret Service (the KeychainSecretService backend); \(spec) cannot be opened")
     #endif
 }
 

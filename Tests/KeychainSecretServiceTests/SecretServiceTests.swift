@@ -106,9 +106,11 @@ struct SecretServiceTests {
         #expect(y?.data == Data("y".utf8))
     }
 
-    @Test("KEYSTONE_BACKEND=secret-service makes the SecItem functions' keychain the Secret Service")
+    @Test("KEYSTONE_BACKEND=secret-service makes the SecItem functions' keychain the Secret Service, once installed")
     func environmentSelects() throws {
         let f = try Fixture()
+        // As an app does at start-up (product KeychainSecretService).
+        KeychainServicesDefaults.bootstrap(.secretService)
         let engine = try KeychainServicesDefaults.environmentEngine(["KEYSTONE_BACKEND": "secret-service", "DBUS_SESSION_BUS_ADDRESS": f.daemon.busAddress])
         #expect(engine.storage is SecretServiceStorage)
         try engine.add(password("env", "a", [Key.valueData: .data(Data("via env".utf8))]))

@@ -2,6 +2,9 @@
 #if !canImport(Darwin)
 import Foundation
 @testable import KeychainServices
+#if NIO
+import KeychainPKCS12
+#endif
 import Testing
 
 // Tests that need no openssl: a fixed certificate, and inputs that are not one DER certificate.
@@ -151,6 +154,11 @@ func newPrivateKey() -> SecKey {
 
 @Suite("SecIdentity and SecPKCS12Import")
 struct SecIdentityTests {
+    #if NIO
+    /// The PKCS#12 reader, as an app installs it (product KeychainPKCS12).
+    init() { KeychainServicesDefaults.bootstrap(.pkcs12) }
+    #endif
+
     @Test("SecIdentityCopyCertificate and SecIdentityCopyPrivateKey give the identity's parts")
     func copiesParts() {
         let certificate = makeCertificate(fixtureCertificate)!
@@ -166,6 +174,7 @@ struct SecIdentityTests {
         #expect(identity != SecIdentity(certificate: certificate, privateKey: newPrivateKey()))
     }
 
+    #if NIO
     @Test("SecPKCS12Import refuses garbage with errSecDecode and leaves the items alone; the keys have Apple's values")
     func pkcs12Garbage() {
         var items: CFArray?
@@ -179,5 +188,6 @@ struct SecIdentityTests {
                  kSecImportItemLabel, kSecImportItemKeyID] == ["passphrase", "identity", "chain", "trust", "label", "keyid"])
         #expect(errSecInternal == -26276)
     }
+    #endif
 }
 #endif

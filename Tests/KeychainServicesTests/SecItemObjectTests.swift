@@ -4,6 +4,9 @@ import Crypto
 import Foundation
 import KeychainEngine
 import KeychainServices
+#if NIO
+import KeychainPKCS12
+#endif
 import Testing
 
 func newKey(tag: String? = nil, permanent: Bool = false, bits: Int = 256) -> SecKey? {
@@ -175,11 +178,14 @@ extension KeychainServicesTests {
 }
 #endif
 
-#if !canImport(Darwin)
+#if NIO && !canImport(Darwin)
 /// SecPKCS12Import (SecImportExport.h) on files made by the real `openssl pkcs12 -export`: on iOS the identity and
 /// the chain come back and nothing is stored; a wrong password is errSecAuthFailed.
 @Suite("SecPKCS12Import reads what openssl pkcs12 writes", .enabled(if: OpenSSL.isAvailable, OpenSSL.missing))
 struct PKCS12Tests {
+    /// The PKCS#12 reader, as an app installs it (product KeychainPKCS12).
+    init() { KeychainServicesDefaults.bootstrap(.pkcs12) }
+
     /// A key of `algorithm` (openssl's `-algorithm` / `-pkeyopt`), a self-signed certificate and a PKCS#12 of both.
     static func pkcs12(_ keyArguments: [String], password: String) throws -> (p12: Data, certificate: Data) {
         let work = try OpenSSLWorkspace()
