@@ -1,8 +1,11 @@
 import Foundation
 import KeychainEngine
 
-// keystone-benchmarks: speed and memory of Keystone against baselines measured in the same run.
-// Run in release: `swift run -c release keystone-benchmarks [--quick]`.
+// keystone-benchmarks: speed and memory of Keystone against baselines measured in the same run. A package of its own
+// (Benchmarks/Package.swift); run it in release from the repository's root:
+// `swift run --package-path Benchmarks -c release keystone-benchmarks [--quick]` (the `keystone` binary of the CLI
+// rows is built next to it), or `Benchmarks/.build/release/keystone-benchmarks SUBCOMMAND ...` after
+// `swift build --package-path Benchmarks -c release`.
 // `keystone-benchmarks secret-service [--items 100,1000] [--pairs K] [--rounds R]`: the Secret Service storage against
 // plain libsecret, secret-tool and Python keyring on a private daemon (SecretServiceBenchmarks.swift).
 // `keystone-benchmarks tpm [--signatures N] [--rounds R] [--tool-signatures M]`: TPM signatures through Keystone

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Keystone
+import KeystoneProtectedFiles
 import KeystoneTesting
 
 // `keystone-benchmarks files [--megabytes N] [--rounds R] [--dir DIRECTORY]`

@@ -1,6 +1,7 @@
 import EtcdCluster
 import Foundation
-#if canImport(KeychainEtcd)
+#if os(Linux)
+import EtcdBaselineClient
 import KeychainEngine
 import KeychainEtcd
 import KeychainServices
@@ -63,7 +64,7 @@ struct EtcdBenchmarkOptions {
 
 /// Runs the benchmark and prints its table; the process's exit status (1 when a call failed or the cluster did not start).
 func runEtcdBenchmarks(_ options: EtcdBenchmarkOptions) -> Int32 {
-    #if canImport(KeychainEtcd)
+    #if os(Linux)
     if let reason = EtcdTestCluster.unavailableReason {
         print("etcd benchmark skipped: \(reason)")
         return 1
@@ -93,12 +94,12 @@ func runEtcdBenchmarks(_ options: EtcdBenchmarkOptions) -> Int32 {
     print(String(format: "\n(%.0f s in all, cluster start included)", Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9))
     return 0
     #else
-    print("The etcd benchmark needs Linux and the Etcd trait.")
+    print("The etcd benchmark needs Linux (KeychainEtcd).")
     return 1
     #endif
 }
 
-#if canImport(KeychainEtcd)
+#if os(Linux)
 
 struct EtcdBenchError: Error, CustomStringConvertible {
     let description: String
@@ -136,12 +137,13 @@ enum EtcdMeasurement: String, CaseIterable {
 final class EtcdBench {
     let cluster: EtcdTestCluster
     let options: EtcdBenchmarkOptions
-    let addsConfiguration: EtcdConfiguration
-    let readsConfiguration: EtcdConfiguration
+    let addsConfiguration: KeychainEtcd.EtcdConfiguration
+    let readsConfiguration: KeychainEtcd.EtcdConfiguration
     let addsEngine: KeychainEngine
     let readsEngine: KeychainEngine
-    /// The raw baseline's own client (the same library, its own connections).
-    let raw: EtcdClient
+    /// The raw baseline's own client (the same library, its own connections): KeychainEtcd's `EtcdClient` source,
+    /// compiled again in EtcdBaselineClient because Keystone keeps it at package access.
+    let raw: EtcdBaselineClient.EtcdClient
     let secret = Data((0..<64).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
     /// The sizes of one stored item's etcd key and value, which the raw keys and values copy.
     private(set) var keySize = 0
@@ -156,8 +158,8 @@ final class EtcdBench {
         self.cluster = cluster
         self.options = options
         let endpoints = cluster.clientEndpoints.joined(separator: ",")
-        addsConfiguration = try EtcdConfiguration(url: "etcd://\(endpoints)/bench-adds", environment: [:])
-        readsConfiguration = try EtcdConfiguration(url: "etcd://\(endpoints)/bench-reads", environment: [:])
+        addsConfiguration = try KeychainEtcd.EtcdConfiguration(url: "etcd://\(endpoints)/bench-adds", environment: [:])
+        readsConfiguration = try KeychainEtcd.EtcdConfiguration(url: "etcd://\(endpoints)/bench-reads", environment: [:])
         // A throwaway password for a throwaway cluster; never printed.
         let password = UUID().uuidString
         for configuration in [addsConfiguration, readsConfiguration] {
@@ -165,7 +167,8 @@ final class EtcdBench {
         }
         addsEngine = try KeychainServicesDefaults.useEtcd(addsConfiguration, password: password)
         readsEngine = try KeychainServicesDefaults.useEtcd(readsConfiguration, password: password)
-        raw = try EtcdClient(configuration: try EtcdConfiguration(url: "etcd://\(endpoints)/bench-raw", environment: [:]))
+        raw = try EtcdBaselineClient.EtcdClient(
+            configuration: try EtcdBaselineClient.EtcdConfiguration(url: "etcd://\(endpoints)/bench-raw", environment: [:]))
         try prepare()
     }
 

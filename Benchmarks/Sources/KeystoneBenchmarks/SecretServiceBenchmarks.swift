@@ -1,7 +1,7 @@
 import Foundation
 import KeychainEngine
 import SecretServiceDaemon
-#if canImport(KeychainSecretService) && canImport(CLibSecretBaseline)
+#if os(Linux)
 import CLibSecretBaseline
 import KeychainSecretService
 #endif
@@ -77,7 +77,7 @@ struct SecretServiceBenchmarkOptions {
 
 /// Runs the benchmark and prints its table; the process's exit status (1 when a tool failed or the daemon did not start).
 func runSecretServiceBenchmarks(_ options: SecretServiceBenchmarkOptions) -> Int32 {
-    #if canImport(KeychainSecretService) && canImport(CLibSecretBaseline)
+    #if os(Linux)
     if let reason = SecretServiceDaemon.unavailableReason {
         print("Secret Service benchmark skipped: \(reason)")
         return 1
@@ -121,12 +121,12 @@ func runSecretServiceBenchmarks(_ options: SecretServiceBenchmarkOptions) -> Int
     bench.printTable()
     return bench.failures.isEmpty ? 0 : 1
     #else
-    print("The Secret Service benchmark needs Linux and the SecretService trait (libsecret).")
+    print("The Secret Service benchmark needs Linux (KeychainSecretService, libsecret).")
     return 1
     #endif
 }
 
-#if canImport(KeychainSecretService) && canImport(CLibSecretBaseline)
+#if os(Linux)
 
 /// The tools compared, in the order of the table.
 enum SecretServiceTool: String, CaseIterable {

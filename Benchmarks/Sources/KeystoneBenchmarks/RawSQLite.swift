@@ -1,4 +1,4 @@
-import CSQLite
+import CBaselineSQLite
 import Foundation
 
 /// The baseline for the keychain file: raw SQLite with the same pragmas (WAL, synchronous=FULL),

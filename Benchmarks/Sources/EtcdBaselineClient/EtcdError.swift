@@ -1,0 +1,1 @@
+../../../Sources/KeychainEtcd/EtcdError.swift

@@ -1,0 +1,1 @@
+../../../Sources/KeychainEtcd/EtcdWire.swift
