@@ -33,6 +33,10 @@ let package = Package(
         .library(name: "KeychainServices", targets: ["KeychainServices"]),
         .library(name: "KeychainFile", targets: ["KeychainFile"]),
         .library(name: "Keystone", targets: ["Keystone"]),
+        // Beside the typed API, apart so that apps that only store their own secrets build none of them.
+        .library(name: "KeystoneImporters", targets: ["KeystoneImporters"]),             // CSV/JSON exports, pass, the Secret Service, other libraries' items
+        .library(name: "KeystoneMigrations", targets: ["KeystoneMigrations"]),           // UserDefaults to the keychain, re-protection, fresh installs
+        .library(name: "KeystoneProtectedFiles", targets: ["KeystoneProtectedFiles"]),   // files protected at rest
         // Backends an app adds and installs at start-up (`KeychainServicesDefaults.bootstrap(.secretService, …)`): each
         // needs a system library or a network stack, so an app that does not name one never builds or links it.
         .library(name: "KeychainSecretService", targets: ["KeychainSecretService"]),   // libsecret (the desktop's Secret Service)
@@ -186,11 +190,26 @@ let package = Package(
             // CryptoKit keys in the keychain (`import Crypto`: swift-crypto, which re-exports CryptoKit on Apple platforms).
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
+        // Importers into the typed API: password-manager exports (CSV, JSON), `pass` (gpg), the Secret Service's items,
+        // and the items of other Swift keychain libraries (KeychainAccess, Valet, keychain-swift, SwiftKeychainWrapper).
+        .target(name: "KeystoneImporters", dependencies: [
+            "Keystone", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
+        // Launch-time migrations: UserDefaults to the keychain, re-protection, the fresh-install wipe (whose marker file
+        // is written with the protected files' atomic writer; KeychainServices: whether the keychain is shared).
+        .target(name: "KeystoneMigrations", dependencies: [
+            "Keystone", "KeystoneProtectedFiles", "KeychainServices",
+        ], swiftSettings: settings),
+        // Files protected at rest: Data Protection on Apple platforms, sealed under keychain keys elsewhere.
+        .target(name: "KeystoneProtectedFiles", dependencies: [
+            "Keystone", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         // Test doubles that follow the keychain's rules.
         // KeychainServices: LocalAuthentication's names (LAContext, LAError) for ScriptedBiometricContext.
         // Crypto: the emulated Secure Enclave's P-256 keys and AES-GCM wrapping.
         .target(name: "KeystoneTesting", dependencies: [
-            "Keystone", "KeychainEngine", "KeychainServices", .product(name: "Crypto", package: "swift-crypto"),
+            // KeystoneMigrations: InMemoryDefaults and InMemoryInstallMarker are its stores.
+            "Keystone", "KeystoneMigrations", "KeychainEngine", "KeychainServices", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
 
         // tpm2-tss (libtss2-dev on Debian): ESAPI, the TCTI loader, marshalling, response-code decoding. Linux only.
@@ -226,7 +245,7 @@ let package = Package(
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
             // `import --from`, `seal` / `unseal`: Keystone's importers and protected files.
-            "Keystone",
+            "Keystone", "KeystoneImporters", "KeystoneProtectedFiles",
             // Every backend, installed at start-up (etcd and PKCS#12 with the NIO trait).
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
             .target(name: "SystemAuthentication", condition: .when(platforms: linuxOnly)),
@@ -255,7 +274,7 @@ let package = Package(
         // A child process for the migration crash tests: a defaults migration or a fresh-install wipe against a keychain
         // file and real UserDefaults, killed with SIGKILL at a given step.
         .executableTarget(name: "MigrationChild", dependencies: [
-            "Keystone", "KeychainEngine", .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            "Keystone", "KeystoneMigrations", "KeychainEngine", .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
         ], path: "Tests/MigrationChild", swiftSettings: settings),
 
         // Keychain code written as for iOS (only Foundation, Security, LocalAuthentication imported), built on Linux
@@ -345,6 +364,7 @@ let package = Package(
         // A throwaway gpg key and pass store: the pass importer's tests (library and CLI).
         .target(name: "PassStore", path: "Tests/PassStore", swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: [
+            "KeystoneImporters", "KeystoneMigrations", "KeystoneProtectedFiles",
             "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices", "PassStore",
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),

@@ -7,7 +7,7 @@ import Foundation
 // context Swift picks these overloads, so write `try await`.
 
 /// Runs a blocking keychain call off the caller's actor and off the cooperative pool.
-func offActor<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+package func offActor<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await BlockingCalls.run(body)
 }
 

@@ -140,7 +140,7 @@ extension Keychain {
 
     /// The query of the item holding exactly this key type: identity, curve size and purpose marks, or the
     /// generic-password marker. What saves update and deletes remove.
-    func ownedQuery<StoredKey>(_ item: CryptoKeyItem<StoredKey>, _ options: ItemOptions) -> KeychainQuery {
+    package func ownedQuery<StoredKey>(_ item: CryptoKeyItem<StoredKey>, _ options: ItemOptions) -> KeychainQuery {
         var query = locatingQuery(item, options)
         switch item.location {
         case .keyClass:

@@ -95,13 +95,13 @@ public struct Keychain: Sendable {
     }
 
     /// The engine under `store`, when it is one (``EngineBackedStore``): the compiled path's.
-    static func engine(behind store: any KeychainStore) -> KeychainEngine? {
+    package static func engine(behind store: any KeychainStore) -> KeychainEngine? {
         if let engine = store as? KeychainEngine { return engine }
         return (store as? any EngineBackedStore)?.engine
     }
 
     /// A save's add attributes, update query and changes.
-    func saveQueries(_ data: Data, for item: some KeychainItem, _ options: ItemOptions) -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery) {
+    package func saveQueries(_ data: Data, for item: some KeychainItem, _ options: ItemOptions) -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery) {
         let identity = identity(of: item, options)
         let stored = Self.storedAttributes(options)
         var attributes = identity
@@ -259,7 +259,7 @@ public struct Keychain: Sendable {
     ///
     /// - Throws: ``KeychainError`` from the store (`errSecInteractionNotAllowed` when a matching item is locked: never
     ///   taken as "none"); ``KeychainError/unexpectedResult`` for a result that is not attributes.
-    static func attributeRows(in store: any KeychainStore, _ query: KeychainQuery) throws(KeychainError) -> [KeychainQuery] {
+    package static func attributeRows(in store: any KeychainStore, _ query: KeychainQuery) throws(KeychainError) -> [KeychainQuery] {
         var query = query
         query[Key.returnAttributes] = .bool(true)
         query[Key.matchLimit] = .string(Key.matchLimitAll)
@@ -324,7 +324,7 @@ public struct Keychain: Sendable {
     }
 
     /// Runs an update or delete: true when it matched, false on `errSecItemNotFound`; other errors as ``KeychainError``.
-    func reportsExistence(_ body: () throws -> Void) throws -> Bool {
+    package func reportsExistence(_ body: () throws -> Void) throws -> Bool {
         do {
             try body()
             return true
@@ -338,7 +338,7 @@ public struct Keychain: Sendable {
     // MARK: - Query building
 
     /// The query identifying `item`: class, primary key, access group, synchronizable, platform keys.
-    func identity(of item: some KeychainItem, _ options: ItemOptions) -> KeychainQuery {
+    package func identity(of item: some KeychainItem, _ options: ItemOptions) -> KeychainQuery {
         var query = item.identifyingAttributes
         if let group = item.accessGroup ?? options.accessGroup { query[Key.accessGroup] = .string(group) }
         if options.synchronizable { query[Key.synchronizable] = .bool(true) }
@@ -347,7 +347,7 @@ public struct Keychain: Sendable {
     }
 
     /// Class + service (+ access group) + any synchronizable: the bounded query of a whole service.
-    func serviceQuery(_ service: String, accessGroup: String?) throws -> KeychainQuery {
+    package func serviceQuery(_ service: String, accessGroup: String?) throws -> KeychainQuery {
         guard !service.isEmpty else {
             throw KeychainError(code: .invalidItem, reason: "a service query needs a non-empty service")
         }
@@ -373,7 +373,7 @@ public struct Keychain: Sendable {
     }
 
     /// The stored (non-identifying) attributes the options set: accessibility or access control, label, comment.
-    static func storedAttributes(_ options: ItemOptions) -> KeychainQuery {
+    package static func storedAttributes(_ options: ItemOptions) -> KeychainQuery {
         var attributes: KeychainQuery = [:]
         if let accessControl = options.accessControl {
             attributes[Key.accessControl] = .accessControl(accessControl)
@@ -387,14 +387,14 @@ public struct Keychain: Sendable {
 
     /// On macOS, every query goes to the data protection keychain (`kSecUseDataProtectionKeychain`):
     /// without it, SecItem calls use the legacy file keychain, which has different rules.
-    static func addPlatformKeys(_ query: inout KeychainQuery) {
+    package static func addPlatformKeys(_ query: inout KeychainQuery) {
         #if os(macOS)
         query[Key.useDataProtectionKeychain] = .bool(true)
         #endif
     }
 
     /// Runs a store call, converting its error to ``KeychainError``.
-    func run<T>(_ body: () throws -> T) throws -> T {
+    package func run<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch {

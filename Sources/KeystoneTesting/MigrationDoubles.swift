@@ -1,5 +1,6 @@
 import Foundation
 import Keystone
+import KeystoneMigrations
 import KeychainEngine
 
 /// `UserDefaults` in memory, as Linux's swift-corelibs-foundation keeps it: changes live in memory until

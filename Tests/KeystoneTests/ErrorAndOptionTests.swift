@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Keystone
+import KeystoneMigrations
 import KeychainEngine
 import KeystoneTesting
 

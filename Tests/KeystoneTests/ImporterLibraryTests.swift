@@ -1,5 +1,6 @@
 import Foundation
 import Keystone
+import KeystoneImporters
 import KeychainEngine
 import KeystoneTesting
 import Testing

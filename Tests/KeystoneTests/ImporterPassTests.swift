@@ -1,6 +1,7 @@
 #if os(macOS) || os(Linux)
 import Foundation
 import Keystone
+import KeystoneImporters
 import KeychainEngine
 import KeystoneTesting
 import PassStore

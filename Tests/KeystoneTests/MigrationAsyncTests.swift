@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Keystone
+import KeystoneMigrations
 import KeystoneTesting
 
 @Suite("Migrations: async forms")

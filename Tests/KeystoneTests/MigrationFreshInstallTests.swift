@@ -1,6 +1,7 @@
 import Foundation
 import KeychainEngine
 import Keystone
+import KeystoneMigrations
 import KeystoneTesting
 import Testing
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Keystone
+import KeystoneProtectedFiles
 import KeychainEngine
 import KeystoneTesting
 import Testing

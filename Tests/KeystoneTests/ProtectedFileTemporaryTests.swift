@@ -1,5 +1,6 @@
 import Foundation
 import Keystone
+import KeystoneProtectedFiles
 import KeychainEngine
 import Testing
 #if canImport(Glibc)

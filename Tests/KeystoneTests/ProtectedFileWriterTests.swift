@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import Keystone
+import Keystone
+@testable import KeystoneProtectedFiles
 import KeychainEngine
 #if canImport(Glibc)
 import Glibc

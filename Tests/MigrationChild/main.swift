@@ -27,6 +27,7 @@ import Glibc
 import KeychainEngine
 import KeychainFile
 import Keystone
+import KeystoneMigrations
 
 /// One write(2) per line: nothing is buffered when the process is killed.
 func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
