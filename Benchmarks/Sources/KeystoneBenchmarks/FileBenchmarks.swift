@@ -160,7 +160,8 @@ func runFileChild(_ arguments: [String]) -> Bool {
     return true
 }
 
-/// The `keystone` binary built next to this one, if any.
+/// The `keystone` binary built next to this one, if any: the Benchmarks package depends on Keystone's `keystone`
+/// product, so `swift build --package-path Benchmarks` builds both into the same folder.
 var keystoneBinary: String? {
     let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("keystone").path
     return FileManager.default.isExecutableFile(atPath: binary) ? binary : nil
@@ -186,7 +187,7 @@ func timedRun(_ path: String, _ arguments: [String], input: String? = nil, envir
 
 /// Wall time of `keystone dump-keychain` over the keychain at `path` (password "bench"), output discarded.
 func timeDump(path: String) -> String {
-    guard let binary = keystoneBinary else { return "skipped: build the keystone product in the same configuration" }
+    guard let binary = keystoneBinary else { return "skipped: no keystone binary next to keystone-benchmarks (swift build --package-path Benchmarks builds both)" }
     _ = timedRun(binary, ["unlock-keychain", path], input: "bench\n")
     let (ns, status) = timedRun(binary, ["dump-keychain", path])
     return status == 0 ? formatNanos(ns) : "failed (exit \(status))"
@@ -195,7 +196,7 @@ func timeDump(path: String) -> String {
 /// Wall time of `keystone find-generic-password -w`, against spawning `/bin/true`.
 func runCLIBenchmark(_ report: inout Report, dir: URL) {
     guard let binary = keystoneBinary else {
-        report.add("CLI find-generic-password -w", "skipped", "build the keystone product in the same configuration")
+        report.add("CLI find-generic-password -w", "skipped", "no keystone binary next to keystone-benchmarks (swift build --package-path Benchmarks builds both)")
         return
     }
     let environment = ["KEYSTONE_KEYCHAIN": dir.appendingPathComponent("cli.keychain-db").path]
