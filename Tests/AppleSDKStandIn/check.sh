@@ -36,8 +36,12 @@ mkdir -p "$sdk" "$out"
 
 # The package's settings (Swift 6, ExistentialAny), and no warnings. Search order: the first -I wins, so the
 # stand-in's Security and this check's KeychainServices/Keystone shadow the Linux ones in $modules.
+# The package name SwiftPM gave this package's modules (its identity: the checkout folder's name), so that the
+# modules compiled here see the `package` declarations of the build's KeychainEngine as SwiftPM's targets do.
+package_name="$(grep -o '"-module-name","KeychainEngine"[^]]*"-package-name","[^"]*"' .build/debug.yaml | head -n 1 | sed 's/.*"-package-name","\([^"]*\)"/\1/')"
+[ -n "$package_name" ] || package_name="$(grep -o '"-package-name","[^"]*"' .build/debug.yaml | head -n 1 | cut -d'"' -f4)"
 flags=(-parse-as-library -swift-version 6 -enable-upcoming-feature ExistentialAny -warnings-as-errors
-       -module-cache-path "$work/module-cache")
+       -module-cache-path "$work/module-cache" -package-name "$package_name")
 
 compile() {
     local what="$1"; shift
