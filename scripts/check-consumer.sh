@@ -119,9 +119,11 @@ unexpected=$(echo "$needed" | grep -Ev '^(libc|libm|libstdc\+\+|libgcc_s|libz|li
 
 export KEYSTONE_KEYCHAIN_DIR="$work/keychains"
 mkdir -p "$KEYSTONE_KEYCHAIN_DIR"
-if ! round_trip=$(unshare -m bash -c "$(hide_libraries) .build/debug/App" 2>&1); then
-    problem "the round trip failed with libsecret, tpm2-tss and GIO hidden: $round_trip"
+if ! round_trip=$(unshare -m bash -c "$(hide_libraries) .build/debug/App" 2>"$work/run.err"); then
+    problem "the round trip failed with libsecret, tpm2-tss and GIO hidden: $round_trip $(cat "$work/run.err")"
 fi
+# The one line the app logs: SecPKCS12Import naming the product to add.
+grep -q "add the product KeychainPKCS12" "$work/run.err" || problem "SecPKCS12Import without its reader logged no hint: $(cat "$work/run.err")"
 
 # A second build after touching the consumer's manifest recompiles no Keystone module.
 touch Package.swift
