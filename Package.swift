@@ -365,7 +365,7 @@ let package = Package(
         .target(name: "PassStore", path: "Tests/PassStore", swiftSettings: settings),
         .testTarget(name: "KeystoneTests", dependencies: [
             "KeystoneImporters", "KeystoneMigrations", "KeystoneProtectedFiles",
-            "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices", "PassStore",
+            "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices", "PassStore", "DefaultKeychainLock",
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
