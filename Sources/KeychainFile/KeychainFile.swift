@@ -26,7 +26,7 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 
     /// Checks the timeout is a finite number of seconds in 0…``maximumTimeout``.
     ///
-    /// - Throws: ``EngineError`` with `errSecParam` otherwise.
+    /// - Throws: `EngineError` with `errSecParam` otherwise.
     public func validate() throws {
         if let timeout = lockAfterTimeout, !(timeout.isFinite && timeout >= 0 && timeout <= Self.maximumTimeout) {
             throw EngineError.param("the lock timeout must be between 0 and \(Int(Self.maximumTimeout)) seconds")

@@ -20,7 +20,7 @@ package enum ProtectionClass: String, CaseIterable, Sendable {
     }
 }
 
-/// AES-GCM sealing and HMAC digests. Failures are ``EngineError``s, never swift-crypto's errors.
+/// AES-GCM sealing and HMAC digests. Failures are `EngineError`s, never swift-crypto's errors.
 package enum Sealing {
     /// AES-GCM with a random nonce: nonce, ciphertext and tag.
     ///
