@@ -1,7 +1,15 @@
 /// How a `keystone doctor` finding weighs, for every storage's diagnosis.
 public enum DiagnosisSeverity: String, Sendable, Hashable, Comparable {
-    case ok, note, warning, problem
+    /// The check passed.
+    case ok
+    /// Worth knowing; nothing to do.
+    case note
+    /// Works, but something should be changed.
+    case warning
+    /// The storage cannot be used as it is.
+    case problem
     private var rank: Int { switch self { case .ok: 0; case .note: 1; case .warning: 2; case .problem: 3 } }
+    /// Ordered from ``ok`` to ``problem``.
     public static func < (a: DiagnosisSeverity, b: DiagnosisSeverity) -> Bool { a.rank < b.rank }
 }
 

@@ -23,14 +23,18 @@ public enum AttributeType: Sendable, Hashable {
     /// kept as a number, as Apple's `copyBlob` does; Keystone compares it with numbers only (Apple compares
     /// its 4-byte form with strings and data too: a case no real code relies on).
     case blob
+    /// Text: stored as a String (Data holding UTF-8 is converted).
     case string
+    /// Bytes: stored as Data.
     case data
     /// Apple's `Number` attributes. A String is accepted, as Apple's `copyNumber` does: a plain decimal
     /// 32-bit integer (`"42"`, `"-1"`) becomes that number; any other string (`"aapl"`, a four-character
     /// code as older code passes for `kSecAttrCreator` or `kSecAttrType`) is stored and returned as the
     /// String it was, and matches that String only.
     case number
+    /// A Boolean.
     case bool
+    /// A date (creation and modification dates, certificate validity).
     case date
 
     /// The value a primary-key attribute missing at add time is stored as.

@@ -131,10 +131,15 @@ public struct AccessControl: Sendable, Hashable, Codable {
 ///
 /// Use `case` patterns (`if case .data(let d) = value`) to tell a string from data.
 public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// Text.
     case string(String)
+    /// Bytes.
     case data(Data)
+    /// An integer.
     case number(Int64)
+    /// A Boolean.
     case bool(Bool)
+    /// A date.
     case date(Date)
 
     public static func == (lhs: AttributeValue, rhs: AttributeValue) -> Bool {
@@ -190,6 +195,7 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
         }
     }
 
+    /// The value for logs: a string quoted, data as its length only (never its bytes).
     public var description: String {
         switch self {
         case .string(let s): return "\"\(s)\""
@@ -238,13 +244,21 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
 ///
 /// `KeychainServices` turns the `Any` values of an Apple-style `[String: Any]` dictionary into these.
 public enum KeychainValue: Sendable, Hashable {
+    /// Text.
     case string(String)
+    /// Bytes (a secret in `v_Data`, a persistent reference, a blob attribute).
     case data(Data)
+    /// An integer.
     case number(Int64)
+    /// A floating-point number (as a `CFNumber` can be).
     case double(Double)
+    /// A Boolean.
     case bool(Bool)
+    /// A date.
     case date(Date)
+    /// `kSecAttrAccessControl`.
     case accessControl(AccessControl)
+    /// `kSecUseAuthenticationContext`.
     case authenticationContext(AuthenticationContext)
 
     /// Wraps a stored attribute value.
