@@ -156,7 +156,11 @@ let package = Package(
             // search path. A clean build compiles X509 before the Linux `Security` shim exists, but any rebuild of X509
             // while `.build/<triple>/debug/Modules/Security.swiftmodule` exists (an existing .build directory, a
             // swift-certificates update, a touched checkout) fails: "missing required modules: 'CKeyring', 'CSQLite'".
-            // Workaround: delete Modules/Security.* (or .build) and build again.
+            // Only builds that use the `Security`, `LocalAuthentication` or `CryptoKit` products have that module: an
+            // app of `Keystone` / `KeychainServices` (and KeystonePinning, which imports KeychainServices) never does,
+            // and scripts/check-consumer.sh rebuilds X509 in such an app's build folder. Workaround where it happens:
+            // delete Modules/Security.* (or .build) and build again. (SwiftPM gives every target of a build one module
+            // directory, so X509 cannot be kept from seeing a module of that name.)
             .product(name: "X509", package: "swift-certificates", condition: .when(platforms: linuxOnly)),
             .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: linuxOnly)),
             // Backends that are asked for but not installed are logged.
