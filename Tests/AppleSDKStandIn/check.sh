@@ -10,6 +10,7 @@
 #   KeychainServices      (on Apple platforms: AppleReexport.swift alone, re-exporting Security)
 #   Keystone              (SystemKeychain.swift's Apple branches; PlatformSecureEnclave.swift's CryptoKit adapter),
 #                         against that KeychainServices
+#   KeystoneProtectedFiles, KeystoneMigrations, KeystoneImporters (Data Protection, the install marker, pass)
 #   KeystoneTesting       against that Keystone
 #   AppleStyleKeychain    the fixture of iOS-style code (Tests/Fixtures/AppleStyleKeychain)
 #   KeychainServicesTests the test code that compiles on Apple platforms too (AppleStyleCode.swift)
@@ -64,6 +65,12 @@ compile KeychainServices -emit-module -module-name KeychainServices -emit-module
     -I "$sdk" Sources/KeychainServices/*.swift
 compile Keystone -emit-module -module-name Keystone -emit-module-path "$out/Keystone.swiftmodule" \
     -I "$sdk" -I "$out" -I "$modules" $(find Sources/Keystone -name '*.swift' | sort)
+compile KeystoneProtectedFiles -emit-module -module-name KeystoneProtectedFiles -emit-module-path "$out/KeystoneProtectedFiles.swiftmodule" \
+    -I "$sdk" -I "$out" -I "$modules" $(find Sources/KeystoneProtectedFiles -name '*.swift' | sort)
+compile KeystoneMigrations -emit-module -module-name KeystoneMigrations -emit-module-path "$out/KeystoneMigrations.swiftmodule" \
+    -I "$sdk" -I "$out" -I "$modules" $(find Sources/KeystoneMigrations -name '*.swift' | sort)
+compile KeystoneImporters -typecheck -module-name KeystoneImporters \
+    -I "$sdk" -I "$out" -I "$modules" $(find Sources/KeystoneImporters -name '*.swift' | sort)
 compile KeystoneTesting -typecheck -module-name KeystoneTesting \
     -I "$sdk" -I "$out" -I "$modules" Sources/KeystoneTesting/*.swift
 compile AppleStyleKeychain -typecheck -module-name AppleStyleKeychain \
@@ -71,5 +78,6 @@ compile AppleStyleKeychain -typecheck -module-name AppleStyleKeychain \
 compile KeychainServicesTests -typecheck -module-name KeychainServicesTests \
     -I "$sdk" -I "$out" -I "$modules" Tests/KeychainServicesTests/*.swift
 
-echo "Apple SDK stand-in check passed: KeychainServices, Keystone, KeystoneTesting, AppleStyleKeychain and" \
+echo "Apple SDK stand-in check passed: KeychainServices, Keystone, KeystoneProtectedFiles, KeystoneMigrations," \
+     "KeystoneImporters, KeystoneTesting, AppleStyleKeychain and" \
      "KeychainServicesTests compile with canImport(Darwin) against Tests/AppleSDKStandIn"
