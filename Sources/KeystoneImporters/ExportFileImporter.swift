@@ -76,7 +76,7 @@ public struct ExportFileImportSource: ImportSource {
     /// The file name as reports show it.
     var shownName: String { ReportText.escaped(fileName) }
 
-    /// CSV streams: ``Keychain/importItems(from:options:)`` reads it twice with one record in memory. JSON is parsed whole.
+    /// CSV streams: `Keychain.importItems(from:options:)` reads it twice with one record in memory. JSON is parsed whole.
     public var streamsEntries: Bool { format == .csv }
 
     /// Parses the file.

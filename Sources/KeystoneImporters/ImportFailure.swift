@@ -4,7 +4,7 @@ import Keystone
 /// An import that stopped midway, after writing some items: what was written, where it stopped, and what was not
 /// written.
 ///
-/// ``Keychain/importItems(from:options:)`` writes item by item (each add or update is its own keychain transaction),
+/// `Keychain.importItems(from:options:)` writes item by item (each add or update is its own keychain transaction),
 /// so a failure midway (a full disk, a keychain locked meanwhile, a source file that changed or broke while it was
 /// read) leaves the items written before it in place. This error says exactly which.
 ///
@@ -49,7 +49,7 @@ public struct ImportFailure: Error, Sendable, CustomStringConvertible {
     public var status: Int32 { error.status }
 
     /// The results that changed the keychain: added or replaced items (and moved legacy items). Empty when the
-    /// results were handed to a callback (``Keychain/importItems(from:options:forEachResult:)``).
+    /// results were handed to a callback (`Keychain.importItems(from:options:forEachResult:)`).
     public var written: [ImportResult] {
         report.results.filter { $0.action == .add || $0.action == .replace || $0.movedOriginal }
     }

@@ -165,10 +165,10 @@ public enum ImportEntry: Sendable {
 /// A place secrets are imported from: a file export, a password store, another library's keychain layout.
 ///
 /// ``read()`` only reads: it never changes the source. Moving (deleting a legacy item after the copy) is done by
-/// ``Keychain/importItems(from:options:)`` through ``ImportCandidate/legacyItem``.
+/// `Keychain.importItems(from:options:)` through ``ImportCandidate/legacyItem``.
 ///
 /// A source that can read its entries one at a time, again and again (a file), implements ``forEachEntry(_:)`` and
-/// sets ``streamsEntries``: ``Keychain/importItems(from:options:)`` then reads it twice (validate, then apply), keeping
+/// sets ``streamsEntries``: `Keychain.importItems(from:options:)` then reads it twice (validate, then apply), keeping
 /// one entry in memory instead of all of them and their secrets.
 public protocol ImportSource {
     /// A short name for reports (`"csv"`, `"pass"`, `"keychain-swift"`).
@@ -200,7 +200,7 @@ extension ImportSource {
 
 // MARK: - Applying
 
-/// How ``Keychain/importItems(from:options:)`` treats existing items, invalid entries and originals.
+/// How `Keychain.importItems(from:options:)` treats existing items, invalid entries and originals.
 public struct ImportOptions: Sendable, Hashable {
     /// Update an existing item whose secret differs, in place (`SecItemUpdate`, never delete-then-add). Default
     /// false: such an item is left untouched and reported as a conflict.
@@ -255,7 +255,7 @@ public struct ImportResult: Sendable, Hashable, CustomStringConvertible {
 /// The outcome of an import: one result per candidate, and the entries not imported.
 public struct ImportReport: Sendable, CustomStringConvertible {
     /// One per candidate, in source order; empty when the results were handed to a callback instead
-    /// (``Keychain/importItems(from:options:forEachResult:)``).
+    /// (`Keychain.importItems(from:options:forEachResult:)`).
     public var results: [ImportResult]
     /// The entries not imported (invalid ones only when ``ImportOptions/skipInvalid`` was set).
     public var problems: [ImportProblem]
