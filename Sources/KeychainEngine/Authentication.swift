@@ -1,9 +1,11 @@
 import Foundation
 
-/// A value behind a lock, for the engine's few pieces of shared mutable state.
+/// A value behind a lock: the package's one lock type for shared mutable state.
 ///
-/// `@unchecked Sendable`: every access to `value` goes through `lock`.
-package final class Locked<Value>: @unchecked Sendable {
+/// Like swift-nio's `NIOLockedValueBox`, a `Locked` is `Sendable` only when its value is: the lock makes the accesses
+/// exclusive, but a value handed out of ``withLock(_:)`` (or by ``current``) is used outside the lock, so a value that
+/// may not cross threads would escape through it.
+package final class Locked<Value> {
     private let lock = NSLock()
     private var value: Value
 
@@ -19,6 +21,10 @@ package final class Locked<Value>: @unchecked Sendable {
     /// The current value.
     package var current: Value { withLock { $0 } }
 }
+
+// @unchecked Sendable: `value` is reached only inside `withLock`, while `lock` is held, and `Value: Sendable` makes
+// what crosses threads through it (the value itself, or anything `withLock` returns from it) safe to share.
+extension Locked: @unchecked Sendable where Value: Sendable {}
 
 /// What an authentication prompt ended with (or why none could be shown).
 ///

@@ -213,9 +213,9 @@ public final class FingerprintReader: Sendable {
         defer { ks_fprint_error_clear(&error) }
         guard let handle = ks_fprint_open(configuration.busAddress, Self.milliseconds(configuration.callTimeout), &error)
         else { return .failure(FprintdFailure(error)) }
-        let shared = Locked<OpaquePointer?>(handle)
+        let shared = Locked<CancellableHandle?>(CancellableHandle(pointer: handle))
         let token = cancellation?.onCancel {
-            shared.withLock { if let handle = $0 { ks_fprint_cancel(handle) } }
+            shared.withLock { if let handle = $0 { ks_fprint_cancel(handle.pointer) } }
         }
         defer {
             cancellation?.removeHandler(token)
@@ -235,6 +235,15 @@ public final class FingerprintReader: Sendable {
         defer { ks_fprint_strv_free(list) }
         return .success((0..<count).compactMap { list?[$0].map { String(cString: $0) } })
     }
+}
+
+/// A connection handle as the cancellation handler (which may run on any thread) sees it.
+///
+/// `@unchecked Sendable`: the only call made through it from another thread is `ks_fprint_cancel`, which the C side
+/// documents as callable from any thread; it is reached under `withConnection`'s lock and taken out of it before the
+/// handle is closed.
+private struct CancellableHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 /// fprintd's default reader.
