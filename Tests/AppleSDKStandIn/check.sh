@@ -13,6 +13,9 @@
 #   KeystoneProtectedFiles, KeystoneMigrations, KeystoneImporters (Data Protection, the install marker, pass)
 #   KeystoneTesting       against that Keystone
 #   AppleStyleKeychain    the fixture of iOS-style code (Tests/Fixtures/AppleStyleKeychain)
+#   AppleStyleCryptoKit   the fixture of iOS-style CryptoKit code (Tests/Fixtures/AppleStyleCryptoKit), one file of
+#                         which imports CryptoKit alone (as the real framework, the stand-in brings Foundation and
+#                         Security along)
 #   KeychainServicesTests the test code that compiles on Apple platforms too (AppleStyleCode.swift)
 #
 # swiftc directly, not SwiftPM: the stand-in modules must stay out of every other build. KeychainEngine and
@@ -77,7 +80,15 @@ compile AppleStyleKeychain -typecheck -module-name AppleStyleKeychain \
     -I "$sdk" Tests/Fixtures/AppleStyleKeychain/*.swift
 compile KeychainServicesTests -typecheck -module-name KeychainServicesTests \
     -I "$sdk" -I "$out" -I "$modules" Tests/KeychainServicesTests/*.swift
+# App code is built without ExistentialAny (the fixture's target too: its protocols are named as types without `any`).
+app_flags=()
+for flag in "${flags[@]}"; do
+    case "$flag" in -enable-upcoming-feature|ExistentialAny) ;; *) app_flags+=("$flag") ;; esac
+done
+flags=("${app_flags[@]}")
+compile AppleStyleCryptoKit -typecheck -module-name AppleStyleCryptoKit \
+    -I "$sdk" -I "$modules" Tests/Fixtures/AppleStyleCryptoKit/*.swift
 
 echo "Apple SDK stand-in check passed: KeychainServices, Keystone, KeystoneProtectedFiles, KeystoneMigrations," \
-     "KeystoneImporters, KeystoneTesting, AppleStyleKeychain and" \
-     "KeychainServicesTests compile with canImport(Darwin) against Tests/AppleSDKStandIn"
+     "KeystoneImporters, KeystoneTesting, AppleStyleKeychain, KeychainServicesTests and" \
+     "AppleStyleCryptoKit compile with canImport(Darwin) against Tests/AppleSDKStandIn"

@@ -13,8 +13,8 @@ import KeychainTPM
 #endif
 
 /// CryptoKit's SecureEnclave API over KeystoneTesting's emulated enclave (in software, counting its calls), a
-/// scripted authenticator and a hand-moved clock: the CryptoKit layer's own rules (access control, envelopes, compact keys, errors, seed
-/// 000's fallback), everywhere, with or without swtpm. The TPM itself: SwtpmEnclaveTests.
+/// scripted authenticator and a hand-moved clock: the CryptoKit layer's own rules (access control, envelopes, compact keys, errors, the
+/// software fallback of app code), everywhere, with or without swtpm. The TPM itself: SwtpmEnclaveTests.
 ///
 /// The Secure Enclave, the authenticator and the clock are process-wide: the suite owns them (`.ownsDefaultKeychain`)
 /// and restores them after each test.
@@ -346,15 +346,15 @@ struct EmulatedEnclaveTests {
         }
     }
 
-    // MARK: Seed 000
+    // MARK: App code: a Secure Enclave key with a software fallback
 
-    @Test("Seed 000 with no Secure Enclave: SecureEnclaveSigningKey throws errSecUnimplemented and the factory falls back to a software key that verifies")
-    func seedFallback() async throws {
+    @Test("With no Secure Enclave, SecureEnclaveSigningKey throws errSecUnimplemented and the factory falls back to a software key that verifies")
+    func factoryFallsBackWithoutEnclave() async throws {
         try await withEnclave(nil) {
             #expect(throws: KeychainError.unhandledError(status: errSecUnimplemented)) { _ = try SecureEnclaveSigningKey() }
             let signer = SigningKeyFactory.make()
             #expect(signer is SoftwareSigningKey)
-            // Seed 000's own test, testSigningWithFallback.
+            // The fallback's own check, as the app's tests write it: the software key's signature verifies.
             let data = "payload".data(using: .utf8)!
             let sigBytes = try signer.sign(data)
             #expect(!sigBytes.isEmpty)
@@ -365,9 +365,9 @@ struct EmulatedEnclaveTests {
         }
     }
 
-    @Test("Seed 000 with a Secure Enclave: the factory's provider is the Secure Enclave key, and its signatures verify")
-    func seedEnclavePath() async throws {
-        // Compact keys only: the seed's PrivateKey() asks for a compact-representable key, and an enclave making keys
+    @Test("With a Secure Enclave, the factory's provider is the Secure Enclave key, and its signatures verify")
+    func factoryPicksEnclave() async throws {
+        // Compact keys only: the factory's PrivateKey() asks for a compact-representable key, and an enclave making keys
         // of any shape would make a second key half the time (the retry has its own test).
         let token = EmulatedSecureEnclave(keyShape: .compactRepresentable)
         try await withEnclave(token) {
@@ -379,6 +379,24 @@ struct EmulatedEnclaveTests {
             #expect(publicKey.isValidSignature(signature, for: data))
         }
         #expect(token.createdKeyCount == 1 && token.signatureCount == 1)
+    }
+
+    @Test("A file that imports CryptoKit alone builds and works: its access control is this-device-only while unlocked with user presence, its key asks per signature, and with no Secure Enclave it throws errSecUnimplemented")
+    func cryptoKitImportOnly() async throws {
+        let access = try PresenceSigner.accessControl()
+        #expect(access.accessControl.accessibility == .whenUnlockedThisDeviceOnly)
+        #expect(access.accessControl.flags == [.privateKeyUsage, .userPresence])
+        let authenticator = CountingAuthenticator(.success)
+        try await withEnclave(EmulatedSecureEnclave(), authenticator: authenticator) {
+            let signer = try PresenceSigner()
+            let signature = try P256.Signing.ECDSASignature(derRepresentation: try signer.sign(message))
+            #expect(signer.publicKey.isValidSignature(signature, for: message))
+            #expect(!signer.publicKey.isValidSignature(signature, for: Data("tampered".utf8)))
+            #expect(authenticator.count == 1, "the key's .userPresence asked once, for the signature")
+        }
+        try await withEnclave(nil) {
+            #expect(throws: PresenceSigner.Failure.status(errSecUnimplemented)) { _ = try PresenceSigner() }
+        }
     }
 
     @Test("App-style code (only Apple's modules imported): a .userPresence key asks per signature, and restores with an evaluated LAContext that covers its signatures")
@@ -413,8 +431,8 @@ struct EmulatedEnclaveTests {
     }
 
     #if os(Linux)
-    @Test("Seed 000 with a TPM configured but unreachable: isAvailable is false and the factory falls back to software")
-    func seedUnreachableTPM() async throws {
+    @Test("With a TPM configured but unreachable, isAvailable is false and the factory falls back to software")
+    func factoryFallsBackWhenTPMUnreachable() async throws {
         let port = try #require(SwtpmFixture.freePortPair(), "a free port, on which no TPM listens")
         let token = TPMSecureEnclaveToken(tcti: "swtpm:host=127.0.0.1,port=\(port)")
         try await withEnclave(token) {

@@ -160,8 +160,8 @@ struct SwtpmEnclaveTests {
         }
     }
 
-    @Test("Seed 000 with swtpm: the factory picks the Secure Enclave key, whose signatures verify as the seed's test checks")
-    func seedHardwarePath() async throws {
+    @Test("On swtpm the factory picks the Secure Enclave key, whose DER signatures verify with its public key and not for other data")
+    func factoryPicksTPMKey() async throws {
         try await withSwtpm { fixture in
             try inEnclave(TPMSecureEnclaveToken(tcti: fixture.tcti)) {
                 let direct = try SecureEnclaveSigningKey()

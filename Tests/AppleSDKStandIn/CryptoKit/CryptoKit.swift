@@ -1,10 +1,15 @@
 // Stand-in for CryptoKit's Swift interface: swift-crypto's API (which is CryptoKit's, and which swift-crypto
 // re-exports CryptoKit as on Apple platforms) plus `SecureEnclave`, with Apple's types and signatures.
 // Only compiled by Tests/AppleSDKStandIn/check.sh, never run.
+//
+// As the real framework: `import CryptoKit` alone makes Foundation visible (CryptoKit's interface imports it), and
+// through Apple's Foundation the Security names (`SecKey…`, `SecAccessControlCreateWithFlags`, `kSec…`, `errSec…`).
+// The stand-in's Foundation is Linux Foundation, which has no Security: the stand-in Security is re-exported here in
+// its place. LocalAuthentication is not: `LAContext` needs `import LocalAuthentication`, as on Apple platforms.
 @_exported import Crypto
-import Foundation
+@_exported import Foundation
+@_exported import Security
 import LocalAuthentication
-import Security
 
 private func standIn() -> Never { fatalError("Apple SDK stand-in: compiled only, never run") }
 

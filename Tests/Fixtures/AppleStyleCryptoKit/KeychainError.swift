@@ -1,4 +1,4 @@
-// Seed 000's KeychainError, verbatim (its "KeychainServiceProtocol with Real and Mock Implementations" section):
+// A keychain wrapper's error type as apps write it, mapping the SecItem statuses it handles:
 // SecureEnclaveSigningKey throws `KeychainError.unhandledError(status: errSecUnimplemented)`.
 import Foundation
 import Security

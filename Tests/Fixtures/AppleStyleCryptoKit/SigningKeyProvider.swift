@@ -1,14 +1,11 @@
-// Seed 000's signing-key provider, verbatim (its "SigningKeyProvider Protocol with SE/Software Implementations"
-// section): a Secure Enclave key where the device has one, a software key where it has none. Nothing here knows about
-// Keystone: on Linux `import CryptoKit` is Keystone's CryptoKit product (swift-crypto plus SecureEnclave on the TPM)
-// and `import Security` its Security product, exactly as for a user's code.
+// A signing-key provider as apps write it: a Secure Enclave key where the device has one, a software key where it
+// has none. Nothing here knows about Keystone: on Linux `import CryptoKit` is Keystone's CryptoKit product
+// (swift-crypto plus SecureEnclave on the TPM), exactly as for a user's code.
 //
-// The seed's snippet shows only `import CryptoKit`; as a file of an app it also needs Foundation (`Data`) and
-// Security (`errSecUnimplemented`), imported here. The types stay internal, as the seed declares them: the tests use
-// `@testable import`.
-import Foundation
+// The file imports CryptoKit alone, as such files do on Apple platforms, and uses Foundation's `Data` and Security's
+// `errSecUnimplemented`: CryptoKit makes them visible, there and on Linux. The types stay internal, as apps declare
+// them: the tests use `@testable import`.
 import CryptoKit
-import Security
 
 protocol SigningKeyProvider {
     func sign(_ data: Data) throws -> Data
