@@ -17,6 +17,17 @@ final class Prompts: Authenticator {
     }
 }
 
+/// Every item of `itemClass` in the default keychain, attributes and data, read with SecItemCopyMatching itself.
+func allItems(of itemClass: CFString) throws -> [[String: Any]] {
+    let query: [String: Any] = [kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
+                                kSecReturnAttributes as String: true, kSecReturnData as String: true]
+    var result: AnyObject?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    if status == errSecItemNotFound { return [] }
+    try #require(status == errSecSuccess, "SecItemCopyMatching: \(status)")
+    return try #require(result as? [[String: Any]])
+}
+
 /// Tests of the SecItem functions over the process-wide default keychain.
 ///
 /// Every test replaces the default keychain with a fresh one in memory (never the user's keychain file), so
@@ -33,7 +44,16 @@ struct KeychainServicesTests {
         let store = SecureStore(queryable: GenericPasswordQueryable(service: "someService"))
         init() { KeychainServicesDefaults.useMemoryKeychain() }
 
-        @Test("save") func save() throws { try store.setValue("pwd_1234", for: "genericPassword") }
+        @Test("save adds one generic password: the service, the account and the value, nothing else")
+        func save() throws {
+            try store.setValue("pwd_1234", for: "genericPassword")
+            // Read with SecItemCopyMatching itself, not the wrapper's getValue: every generic password of the keychain.
+            let items = try allItems(of: kSecClassGenericPassword)
+            try #require(items.count == 1, "\(items.count) generic passwords after one save")
+            #expect(items[0][kSecAttrService as String] as? String == "someService")
+            #expect(items[0][kSecAttrAccount as String] as? String == "genericPassword")
+            #expect(items[0][kSecValueData as String] as? Data == Data("pwd_1234".utf8))
+        }
 
         @Test("read") func read() throws {
             try store.setValue("pwd_1234", for: "genericPassword")
@@ -70,7 +90,21 @@ struct KeychainServicesTests {
                                                                     securityDomain: "someDomain", webProtocol: .https, authentication: .httpBasic))
         init() { KeychainServicesDefaults.useMemoryKeychain() }
 
-        @Test("save") func save() throws { try store.setValue("pwd_1234", for: "internetPassword") }
+        @Test("save adds one internet password with every attribute of the queryable, the account and the value")
+        func save() throws {
+            try store.setValue("pwd_1234", for: "internetPassword")
+            let items = try allItems(of: kSecClassInternetPassword)
+            try #require(items.count == 1, "\(items.count) internet passwords after one save")
+            let item = items[0]
+            #expect(item[kSecAttrServer as String] as? String == "someServer")
+            #expect(item[kSecAttrPort as String] as? Int == 8080)
+            #expect(item[kSecAttrPath as String] as? String == "somePath")
+            #expect(item[kSecAttrSecurityDomain as String] as? String == "someDomain")
+            #expect(item[kSecAttrProtocol as String] as? String == kSecAttrProtocolHTTPS)
+            #expect(item[kSecAttrAuthenticationType as String] as? String == kSecAttrAuthenticationTypeHTTPBasic)
+            #expect(item[kSecAttrAccount as String] as? String == "internetPassword")
+            #expect(item[kSecValueData as String] as? Data == Data("pwd_1234".utf8))
+        }
 
         @Test("read") func read() throws {
             try store.setValue("pwd_1234", for: "internetPassword")
@@ -368,7 +402,9 @@ struct KeychainServicesTests {
             #expect(item[kSecValueData as String] as? Data == Data("pw".utf8))
             #expect(item[kSecAttrCreationDate as String] is Date)
             #expect(item[kSecAttrAccessible as String] as? String == kSecAttrAccessibleWhenUnlocked)
-            #expect(item[kSecClass as String] as? String == nil || item[kSecClass as String] as? String == kSecClassInternetPassword)
+            // Decision: the attributes name the item's class. Apple's do on macOS and on recent iOS (dictionaries with
+            // `persistref` printed from apps show `class = genp`; iOS 11's did not); the engine always adds it.
+            #expect(item[kSecClass as String] as? String == kSecClassInternetPassword)
         }
 
         @Test("a number limit above one returns an array; SecItemAdd with return keys returns the new item")
