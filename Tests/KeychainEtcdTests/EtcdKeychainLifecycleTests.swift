@@ -5,7 +5,7 @@ import EtcdCluster
 import KeychainEngine
 import KeychainEtcd
 
-@Suite("etcd keychain: lock, unlock, password, deletion", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: lock, unlock, password, deletion", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdKeychainLifecycleTests {
     let cluster: EtcdTestCluster
     let configuration: EtcdConfiguration
@@ -129,7 +129,7 @@ struct EtcdKeychainLifecycleTests {
     }
 }
 
-@Suite("etcd keychain: etcd's default limits", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: etcd's default limits", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdKeychainLimitTests {
     @Test("a delete matching more items than etcd's --max-txn-ops allows fails with errSecQuotaExceeded and deletes nothing; 127 go")
     func itemsPerCall() throws {
@@ -148,7 +148,7 @@ struct EtcdKeychainLimitTests {
     }
 }
 
-@Suite("etcd keychain: members down, quorum lost, partitions", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: members down, quorum lost, partitions", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdKeychainFaultTests {
     @Test("one member down: writes go on; two down: errSecNotAvailable within the deadline naming the endpoints; restarted: every acknowledged write is there")
     func memberFailures() throws {
@@ -215,7 +215,7 @@ struct EtcdKeychainFaultTests {
         }
     }
 }
-@Suite("etcd keychain: TLS with client certificates, etcd user authentication", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: TLS with client certificates, etcd user authentication", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdKeychainTransportTests {
     @Test("over etcds:// with the cluster's CA and a client certificate the keychain works; without the certificate nothing is reached")
     func tls() throws {

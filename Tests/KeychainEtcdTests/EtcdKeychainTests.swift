@@ -5,12 +5,11 @@ import EtcdCluster
 import KeychainEngine
 import KeychainEtcd
 
-/// Skips etcd tests with the reason when etcd is missing.
-let etcdMissing: String? = {
-    let reason = EtcdTestCluster.unavailableReason
-    if let reason { print("note: the etcd keychain tests are skipped: \(reason)") }
-    return reason
-}()
+/// Why the etcd tests cannot run here (nil: they can).
+let etcdMissing: String? = EtcdTestCluster.unavailableReason
+
+/// The reason an etcd suite's trait gives when it skips: `.enabled(if: etcdMissing == nil, etcdSkipReason)`.
+let etcdSkipReason = Comment(rawValue: etcdMissing ?? "etcd, etcdctl, openssl and curl are installed")
 
 func genp(_ service: String, _ account: String? = nil, _ extra: KeychainQuery = [:]) -> KeychainQuery {
     var query: KeychainQuery = [Key.class: .string("genp"), Key.service: .string(service)]
@@ -65,7 +64,7 @@ final class LockedBox<T>: @unchecked Sendable {
     func update(_ change: (inout T) -> Void) { lock.withLock { change(&stored) } }
 }
 
-@Suite("etcd keychain: SecItem rules across machines", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: SecItem rules across machines", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdKeychainSemanticsTests {
     let cluster: EtcdTestCluster
     let name = "semantics-\(UUID().uuidString)"
@@ -195,7 +194,7 @@ struct EtcdKeychainSemanticsTests {
     }
 }
 
-@Suite("etcd keychain: end-to-end encryption and tampering", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: end-to-end encryption and tampering", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdKeychainSecrecyTests {
     @Test("etcd's data directories hold no secret, service, account or label, in the database or the log")
     func nothingInTheClear() throws {

@@ -6,7 +6,7 @@ import KeychainEngine
 import KeychainEtcd
 
 /// What per-machine features (Keystone's fresh-install wipe) read to know the keychain is the fleet's.
-@Suite("etcd keychain: reports itself shared by several machines", .enabled(if: etcdMissing == nil))
+@Suite("etcd keychain: reports itself shared by several machines", .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdSharedStorageTests {
     @Test("an etcd keychain on a real cluster reports isSharedAcrossMachines, through an engine too; memory storage does not")
     func reportsShared() throws {
