@@ -134,7 +134,7 @@ package final class EtcdClient: Sendable {
 
     private let group: MultiThreadedEventLoopGroup
     private let http: HTTPClient
-    private let state = LockedBox(State())
+    private let state = Locked(State())
     private let perRequestTimeout: TimeInterval
 
     private struct State {
@@ -576,11 +576,14 @@ package final class EtcdClient: Sendable {
 }
 
 /// Collects one response's status and body, and whether the request head went out.
+///
+/// `@unchecked Sendable`: `status` and `body` are written only on the request's event loop (AsyncHTTPClient calls a
+/// delegate's methods there, one at a time) and read by `didFinishRequest` on that same loop; `sent`, which the
+/// calling thread also reads, is behind a lock.
 private final class ResponseCollector: HTTPClientResponseDelegate, @unchecked Sendable {
     typealias Response = (Int, Data)
 
-    // Written on the event loop, read by the calling thread after the future completed (or failed).
-    private let sent = LockedBox(false)
+    private let sent = Locked(false)
     private var status = 0
     private var body = Data()
 
@@ -605,17 +608,4 @@ private final class ResponseCollector: HTTPClientResponseDelegate, @unchecked Se
     }
 }
 
-/// A value behind a lock.
-final class LockedBox<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
 #endif
