@@ -126,7 +126,12 @@ public struct SystemKeychain: KeychainStore {
     #if canImport(LocalAuthentication) || !canImport(Darwin)
     /// An LAContext per live `AuthenticationContext`: reusing the same LAContext is what makes a
     /// successful authentication cover the following operations.
-    private final class ContextEntry {
+    ///
+    /// `@unchecked Sendable`: `owner` (weak, so mutable) is read and written only inside `contexts.withLock`, and
+    /// `laContext` never changes. The LAContext itself is shared as Apple's keychain code shares one: handed to
+    /// SecItem calls (`kSecUseAuthenticationContext`) on whichever thread makes them, its settings written under
+    /// that lock (Apple does not declare LAContext Sendable; on Linux it is).
+    private final class ContextEntry: @unchecked Sendable {
         weak var owner: AuthenticationContext?
         let laContext: LAContext
         init(owner: AuthenticationContext, laContext: LAContext) {
