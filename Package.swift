@@ -287,10 +287,10 @@ let package = Package(
             .target(name: securityModule, condition: .when(platforms: linuxOnly)),
             .target(name: localAuthenticationModule, condition: .when(platforms: linuxOnly)),
         ], path: "Tests/Fixtures/AppleStyleKeychain", swiftSettings: settings),
-        // Seed 000's signing-key provider (a Secure Enclave key, a software key where there is none) verbatim, and
-        // SecureEnclave code as iOS apps write it: only Foundation, CryptoKit, Security and LocalAuthentication imported,
-        // built with those products exactly as a user's code is. Without ExistentialAny (`settings`): the seed names
-        // protocols as types without `any`, as app code does.
+        // An app's signing-key provider (a Secure Enclave key, a software key where there is none) in a file that
+        // imports only CryptoKit, and SecureEnclave code as iOS apps write it: only Foundation, CryptoKit, Security and
+        // LocalAuthentication imported, built with those products exactly as a user's code is. Without ExistentialAny
+        // (`settings`): the fixture names protocols as types without `any`, as app code does.
         .target(name: "AppleStyleCryptoKit", dependencies: [
             .target(name: cryptoKitModule, condition: .when(platforms: linuxOnly)),
             .target(name: securityModule, condition: .when(platforms: linuxOnly)),
@@ -330,7 +330,7 @@ let package = Package(
             "KeychainTPM", "KeychainEngine", "Swtpm", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         // CryptoKit's SecureEnclave on Linux: against a real software TPM (skipped with the reason when swtpm is missing)
-        // and KeystoneTesting's emulated enclave; seed 000's fallback with and without a Secure Enclave.
+        // and KeystoneTesting's emulated enclave; the software fallback of app code with and without a Secure Enclave.
         .testTarget(name: "CryptoKitTests", dependencies: [
             .target(name: cryptoKitModule, condition: .when(platforms: linuxOnly)),
             "AppleStyleCryptoKit", "KeychainServices", "KeychainEngine", "KeystoneTesting", "DefaultKeychainLock", "Swtpm",

@@ -395,6 +395,7 @@ struct EmulatedEnclaveTests {
             #expect(authenticator.count == 1, "the key's .userPresence asked once, for the signature")
         }
         try await withEnclave(nil) {
+            #expect(!SecureEnclave.isAvailable)
             #expect(throws: PresenceSigner.Failure.status(errSecUnimplemented)) { _ = try PresenceSigner() }
         }
     }

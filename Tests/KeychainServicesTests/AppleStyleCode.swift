@@ -2,7 +2,7 @@ import Foundation
 import KeychainServices
 
 // Keychain code in the styles Apple-platform apps use, compiled against KeychainServices with only the
-// import changed. Written fresh after the patterns in the project's seeds.
+// import changed: the patterns such apps commonly use, written fresh.
 
 // MARK: - An add-or-update function (update first, add when missing; never delete-then-add)
 

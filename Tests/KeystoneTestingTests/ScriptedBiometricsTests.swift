@@ -5,7 +5,7 @@ import KeychainEngine
 import KeychainServices
 import KeystoneTesting
 
-// MARK: - Seed 000's code, as an app writes it (Swift 6: Sendable protocol, @Sendable completion)
+// MARK: - A biometric-authentication manager, as an app writes it (Swift 6: Sendable protocol, @Sendable completion)
 
 protocol BiometricAuthContext: Sendable {
     func canEvaluatePolicy(_ policy: LAPolicy, error: NSErrorPointer) -> Bool
@@ -55,8 +55,8 @@ func laCode(_ result: Result<Void, any Error>) -> LAError.Code? {
     return nil
 }
 
-@Suite("Seed 000's BiometricAuthManager against ScriptedBiometricContext")
-struct SeedBiometricScenarioTests {
+@Suite("An app's BiometricAuthManager against ScriptedBiometricContext")
+struct BiometricManagerScenarioTests {
     @Test("Success: canEvaluate true, evaluate true → proceed")
     func success() async {
         let mock = ScriptedBiometricContext()
@@ -93,9 +93,9 @@ struct SeedBiometricScenarioTests {
         #expect(error?.domain == LAErrorDomain && error?.code == LAError.Code.biometryNotEnrolled.rawValue)
 
         let manager = BiometricAuthManager(context: mock)
-        // The seed's manager reports every unavailability as biometryNotAvailable (it drops canEvaluate's error).
+        // This manager reports every unavailability as biometryNotAvailable (it drops canEvaluate's error).
         #expect(laCode(await authenticateOnce(manager)) == .biometryNotAvailable)
-        #expect(!mock.evaluateCalled)   // seed: should not attempt auth
+        #expect(!mock.evaluateCalled)   // no authentication is attempted
     }
 }
 

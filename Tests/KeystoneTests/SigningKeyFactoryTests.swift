@@ -5,7 +5,7 @@ import KeychainEngine
 import KeystoneTesting
 import Testing
 
-/// The seed's "Secure Enclave with software fallback" pattern through Keystone: `SigningKeyFactory` on
+/// The "Secure Enclave with software fallback" pattern through Keystone: `SigningKeyFactory` on
 /// `InMemoryKeychain`s playing a device (emulated enclave) and a simulator (none). Pure memory, no hardware.
 @Suite("Signing keys: hardware with software fallback")
 struct SigningKeyFactoryTests {

@@ -1,4 +1,4 @@
-// Seed 003's biometric-type check, as an app writes it: this file imports LocalAuthentication only (which brings
+// A biometric-type check, as an app writes it: this file imports LocalAuthentication only (which brings
 // Foundation's NSError with it, as Apple's framework does).
 import LocalAuthentication
 

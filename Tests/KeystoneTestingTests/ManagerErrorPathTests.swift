@@ -29,8 +29,8 @@ final class AuthenticationManager: Sendable {
 
 let secret = "tok-9f8e7d6c5b4a-SECRET"
 
-@Suite("Seed 000 error paths with MockKeychainService")
-struct SeedErrorPathTests {
+@Suite("A keychain manager's error paths with MockKeychainService")
+struct ManagerErrorPathTests {
     @Test("An injected error reaches the manager unchanged and every call is counted", arguments: [
         KeychainError.duplicateItem, .itemNotFound, .authFailed, .interactionNotAllowed, .missingEntitlement,
     ])
@@ -86,7 +86,7 @@ struct SeedErrorPathTests {
         #expect(mock.deleteAllCallCount == 1)
     }
 
-    @Test("The real rules give the seed's statuses: duplicate, not found, auth failed, locked, missing entitlement")
+    @Test("The real rules give the statuses apps handle: duplicate, not found, auth failed, locked, missing entitlement")
     func realRuleStatuses() throws {
         // Duplicate item: a raw SecItemAdd twice on the exposed engine.
         let memory = InMemoryKeychain()

@@ -7,14 +7,14 @@ import KeychainEngine
 import KeychainServices
 import Testing
 
-/// Seed 000's wrapper protocol, exactly as apps declare it: the reply is not `@Sendable`. `LAContext` must conform
+/// An LAContext wrapper protocol, exactly as apps declare it: the reply is not `@Sendable`. `LAContext` must conform
 /// with an empty extension in the Swift 6 language mode (this file is compiled in it).
-protocol SeedBiometricAuthContext {
+protocol BiometricAuthContext {
     func canEvaluatePolicy(_ policy: LAPolicy, error: NSErrorPointer) -> Bool
     func evaluatePolicy(_ policy: LAPolicy, localizedReason: String, reply: @escaping (Bool, (any Error)?) -> Void)
 }
 
-extension LAContext: SeedBiometricAuthContext {}
+extension LAContext: BiometricAuthContext {}
 
 /// The same protocol with a `@Sendable` reply, as other wrappers declare it: `LAContext` conforms to both.
 protocol SendableReplyContext {
@@ -23,13 +23,13 @@ protocol SendableReplyContext {
 
 extension LAContext: SendableReplyContext {}
 
-@Suite("Seed code against LAContext on Linux", .serialized, .ownsDefaultKeychain)
-struct SeedProtocolTests {
+@Suite("App wrapper protocols against LAContext on Linux", .serialized, .ownsDefaultKeychain)
+struct WrapperProtocolTests {
     @Test("an app's LAContext wrapper protocol is satisfied by LAContext, and its reply arrives with the authenticator's outcome")
     func wrapperProtocol() async throws {
         KeychainServicesDefaults.setEngine(KeychainEngine(authenticator: FixedAuthenticator(.userCancel)))
         defer { KeychainServicesDefaults.setEngine(nil) }
-        let context: any SeedBiometricAuthContext = LAContext()
+        let context: any BiometricAuthContext = LAContext()
         var error: NSError?
         #expect(context.canEvaluatePolicy(.deviceOwnerAuthentication, error: &error))
         let code = await withCheckedContinuation { (continuation: CheckedContinuation<LAError.Code?, Never>) in
