@@ -7,6 +7,9 @@ import KeychainEngine
 ///
 /// Every call runs under a deadline: D-Bus calls carry the call timeout, and a timer fires the call's cancel handle,
 /// which also ends a prompt nobody answers. Not thread-safe on its own: ``SecretServiceStorage`` serializes its use.
+///
+/// `@unchecked Sendable`: its properties are constants, and the C handle they hold is used by one thread at a time:
+/// ``SecretServiceStorage`` makes every call under its `mutex` (a client only crosses threads between two calls).
 final class SecretServiceClient: @unchecked Sendable {
     private let handle: OpaquePointer
     /// The bus address connected to.
@@ -304,12 +307,20 @@ struct SessionLost: Error {
 }
 
 /// Lets a deadline timer fire a cancel handle only while the call using it runs.
-private final class DeadlineGuard: @unchecked Sendable {
-    private let lock = NSLock()
-    private var handle: OpaquePointer?
+private struct DeadlineGuard: Sendable {
+    /// A cancel handle as the timer's thread sees it.
+    ///
+    /// `@unchecked Sendable`: the only call made through it from another thread is `ks_cancel_fire`, which the C side
+    /// documents as thread-safe while a call using the handle runs; it is reached under `handle`'s lock, and
+    /// ``finish()`` takes it out under that lock before the handle is freed.
+    private struct CancelHandle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
 
-    init(_ handle: OpaquePointer) { self.handle = handle }
+    private let handle: Locked<CancelHandle?>
 
-    func fire() { lock.withLock { if let handle { ks_cancel_fire(handle) } } }
-    func finish() { lock.withLock { handle = nil } }
+    init(_ handle: OpaquePointer) { self.handle = Locked(CancelHandle(pointer: handle)) }
+
+    func fire() { handle.withLock { if let handle = $0 { ks_cancel_fire(handle.pointer) } } }
+    func finish() { handle.withLock { $0 = nil } }
 }

@@ -46,7 +46,7 @@ import KeychainEngine
 ///   Secret Service hands it to any program that asks.
 /// - Important: A transaction that changes several items is applied item by item; if the service fails or the
 ///   process dies midway, some of its changes may have landed. Each item is always whole (its old version or its new).
-public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
+public final class SecretServiceStorage: KeychainStorage, Sendable {
     /// Which collection holds the keychain.
     public enum Collection: Sendable, Hashable, CustomStringConvertible {
         /// The collection the `default` alias names (normally `login`).
@@ -127,6 +127,7 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     /// The connection in use; dropped when the service stops answering, so the next transaction connects again
     /// (to a restarted daemon, with a new session).
     private let connection: Locked<SecretServiceClient?>
+    /// Held across every call on the connection (transactions, lock, unlock): one thread at a time uses it.
     private let mutex = NSLock()
     private let fileLock: TransactionLock
     private let observedLock = Locked<Bool>(false)
@@ -252,12 +253,12 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
 
     /// Whether the collection is locked now (asks the service).
     public func isLocked() throws -> Bool {
-        try noteLockState(reconnectingAfterFailure { try client().isLocked(collectionPath) })
+        try mutex.withLock { try noteLockState(reconnectingAfterFailure { try client().isLocked(collectionPath) }) }
     }
 
     /// Locks the collection (no prompt).
     public func lock() throws {
-        try reconnectingAfterFailure { try client().lock(collectionPath) }
+        try mutex.withLock { try reconnectingAfterFailure { try client().lock(collectionPath) } }
         observedLock.withLock { $0 = true }
     }
 
@@ -266,6 +267,11 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     /// - Throws: `errSecUserCanceled` when the prompt is dismissed; `errSecInteractionNotAllowed` when nobody
     ///   answers it within ``Options/promptTimeout``.
     public func unlockWithPrompt() throws {
+        try mutex.withLock { try promptForUnlock() }
+    }
+
+    /// ``unlockWithPrompt()`` for a caller that holds `mutex` (a transaction that met the locked collection).
+    private func promptForUnlock() throws {
         let unlocked: Bool
         do {
             unlocked = try reconnectingAfterFailure { try client().unlock(collectionPath, promptTimeout: options.promptTimeout) }
@@ -277,11 +283,12 @@ public final class SecretServiceStorage: KeychainStorage, @unchecked Sendable {
     }
 
     /// Called when an operation meets the locked collection: unlocks it through the prompt when allowed, and
-    /// reports whether it did (the operation then starts over); otherwise records the lock state.
+    /// reports whether it did (the operation then starts over); otherwise records the lock state. Only from a
+    /// transaction (which holds `mutex`).
     func handleLockedCollection() throws -> Bool {
         observedLock.withLock { $0 = true }
         guard options.unlockPrompt == .whenQueryAllows, StorageInteraction.userInterfaceAllowed else { return false }
-        try unlockWithPrompt()
+        try promptForUnlock()
         return true
     }
 

@@ -10,7 +10,10 @@ import Glibc
 ///
 /// The Secret Service has no transactions; without this, two processes adding the same primary key at once could
 /// both find it free and both create it. Other programs (secret-tool, Python keyring) do not take it.
-final class TransactionLock: @unchecked Sendable {
+///
+/// - Important: `flock(2)` locks belong to the open file, which every thread of the process shares: the lock keeps
+///   other processes out, not other threads. ``SecretServiceStorage`` takes its own mutex first.
+final class TransactionLock: Sendable {
     let path: String
     private let descriptor: Int32
     /// How long a transaction waits for another process's before giving up.
