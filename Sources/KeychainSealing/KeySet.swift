@@ -3,8 +3,7 @@ import Foundation
 import KeychainEngine
 
 /// The keys an unlocked keychain holds, derived from its master key.
-package struct KeySet: @unchecked Sendable {
-    // @unchecked Sendable: SymmetricKey and HMAC are values; a KeySet is copied, never shared mutably.
+package struct KeySet: Sendable {
     /// The master key: present only while fully unlocked (needed to re-wrap on a password change).
     package var master: SymmetricKey?
     package var classKeys: [ProtectionClass: SymmetricKey]

@@ -28,6 +28,8 @@ enum BlockingVerification {
 }
 
 /// A task executor whose jobs are run by the thread that calls ``runJobs()``, until ``finish()``.
+///
+/// `@unchecked Sendable`: `jobs` and `finished` are reached only while `condition` is locked.
 final class CallerThreadExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []

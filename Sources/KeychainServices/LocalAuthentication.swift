@@ -20,8 +20,8 @@ import KeychainEngine
 /// - Important: An authenticator that does not say which factor was used (a custom `Authenticator` without
 ///   `authenticateReportingFactors`) leaves a ``LAPolicy/deviceOwnerAuthentication`` success covering
 ///   `.userPresence` items only.
-public final class LAContext: NSObject, @unchecked Sendable {
-    // @unchecked Sendable: the mutable state lives in `context` (locked) and `texts` (locked).
+public final class LAContext: NSObject, Sendable {
+    // Sendable, checked: the mutable state lives in `context`, `observed` and `texts`, each behind its lock.
 
     /// The engine's context this LAContext stands for.
     public let context = AuthenticationContext()

@@ -42,6 +42,8 @@ public enum SecTrustResultType: UInt32, Sendable {
 /// the previous result; functions that need a result (the chain, the count, the trust result) evaluate first when
 /// there is none, as Apple's do.
 public final class SecTrust: NSObject, @unchecked Sendable {
+    // @unchecked Sendable: the variables (policies, anchors, anchorsOnly, verifyDate, outcome) are reached only
+    // inside `locked`, while `lock` is held; `certificates` is a constant.
     /// The outcome of one evaluation: the chain built (leaf first; a partial chain when none reached an anchor)
     /// and the first failure as Apple reports it.
     struct Outcome {

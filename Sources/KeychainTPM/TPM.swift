@@ -224,7 +224,10 @@ public struct TPMInfo: Sendable, Hashable {
 /// tpm2-tss logs failures to standard error (`ERROR:esys:...`), including those this type reports as a
 /// ``TPMError``; `TSS2_LOG=all+NONE` in the environment silences it.
 public final class TPMDevice: Sendable {
-    /// The C handle. Used only while `handle`'s lock is held: that lock is what makes sharing it sound.
+    /// The C handle.
+    ///
+    /// `@unchecked Sendable`: the pointer is used only inside `handle.withLock` (tpm2-tss's ESYS context is not
+    /// thread-safe): that lock is what makes sharing it sound.
     private struct Handle: @unchecked Sendable {
         let pointer: OpaquePointer
     }

@@ -31,8 +31,8 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     private let device = Mutex<TPMDevice?>(nil)
 
     /// A device some live token uses, held weakly.
-    private struct Shared: @unchecked Sendable {  // only read and written under `devices`' lock
-        weak var device: TPMDevice?
+    private struct Shared: Sendable {
+        weak let device: TPMDevice?
     }
 
     /// The process's open devices, by TCTI configuration ("" for tctildr's default).

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainEngine
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -149,23 +150,10 @@ enum SettingsFiles {
     }
 
     /// Warnings already printed by this process (each once).
-    private static let warned = WarnedOnce()
+    private static let warned = Locked<Set<String>>([])
 
     /// Prints `warning` on standard error once per process.
     static func warn(_ warning: String) {
-        if warned.first(warning) { writeErr("keystone: warning: \(warning)\n") }
-    }
-}
-
-/// A set of strings seen, under a lock.
-private final class WarnedOnce: @unchecked Sendable {
-    private let lock = NSLock()
-    private var seen: Set<String> = []
-
-    /// True the first time `text` is given.
-    func first(_ text: String) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return seen.insert(text).inserted
+        if warned.withLock({ $0.insert(warning).inserted }) { writeErr("keystone: warning: \(warning)\n") }
     }
 }

@@ -11,7 +11,8 @@ import Keystone
 
 /// Writes queued buffers to a file descriptor on a thread of its own, in order.
 final class BackgroundWriter: @unchecked Sendable {
-    // Everything below is guarded by `condition`.
+    // @unchecked Sendable: the variables below are reached only while `condition` is locked; the other properties
+    // are constants.
     private let condition = NSCondition()
     private var queue: [Data] = []
     private var finishing = false
