@@ -106,11 +106,15 @@ public struct ItemAttributes: Sendable, Hashable {
     /// Whether the item synchronizes (`sync`).
     public var synchronizable: Bool
     /// Whether the item was given an access control with flags (`kSecAttrAccessControl` with
-    /// `.userPresence`, `.biometryAny` …), when the store reports it.
+    /// `.userPresence`, `.biometryAny`, `.privateKeyUsage` …): reading its secret may need the user.
     ///
-    /// Every item's attributes carry an access control (`accc`): for an item added with only
-    /// `kSecAttrAccessible`, it is that protection class with no flags, as on Apple's keychain. Such an
-    /// item reports false here.
+    /// ``SystemKeychain`` reports it on Apple platforms and on Linux, as engine-backed stores such as
+    /// `InMemoryKeychain` do. Every item's attributes carry an access control (`accc`): for an item added
+    /// with only `kSecAttrAccessible`, it is that protection class with no flags, as on Apple's keychain.
+    /// Such an item reports false here.
+    ///
+    /// - Important: On Apple platforms the flags themselves cannot be read with public API: an access control
+    ///   that is more than its protection class reports true, whatever its flags.
     public var hasAccessControl: Bool
 
     /// Reads the attributes out of an attributes dictionary (`kSecReturnAttributes`); ignores `v_Data`.
@@ -128,6 +132,11 @@ public struct ItemAttributes: Sendable, Hashable {
         if case .date(let d)? = attributes[Key.modificationDate] { modificationDate = d } else { modificationDate = nil }
         accessibility = attributes[Key.accessible]?.stringValue.flatMap(Accessibility.init(rawValue:))
         synchronizable = attributes[Key.synchronizable]?.boolValue ?? false
-        if case .accessControl(let ac)? = attributes[Key.accessControl], !ac.flags.isEmpty { hasAccessControl = true } else { hasAccessControl = false }
+        switch attributes[Key.accessControl] {
+        case .accessControl(let control)?: hasAccessControl = !control.flags.isEmpty
+        // SystemKeychain on Apple platforms: an access control with constraints whose flags public API cannot read.
+        case .bool(let constrained)?: hasAccessControl = constrained
+        default: hasAccessControl = false
+        }
     }
 }

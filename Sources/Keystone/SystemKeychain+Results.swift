@@ -31,8 +31,10 @@ extension SystemKeychain {
         let schema = cls.map(ClassSchema.of)
         var query: KeychainQuery = [:]
         for (key, value) in dictionary {
-            // A SecAccessControl cannot be read back into flags with public API: it is left out.
-            if key == Key.accessControl { continue }
+            if key == Key.accessControl {
+                if let control = accessControl(value, protection: dictionary[Key.accessible] as? String) { query[key] = control }
+                continue
+            }
             let type = schema?.attributes[key]?.type
             switch value {
             case let string as String: query[key] = .string(string)
@@ -47,5 +49,39 @@ extension SystemKeychain {
         }
         if let cls { query[Key.class] = .string(cls.rawValue) }
         return query
+    }
+
+    /// The `kSecAttrAccessControl` of a result as a typed value, or nil when the value is not a `SecAccessControl`.
+    ///
+    /// Every item of a data protection keychain carries one in its attributes, on Apple platforms (Security's
+    /// `SecDbItemCopyAccessControl`: the item's own, else one made from its protection class alone) and on Linux (the
+    /// engine's, with no flags for an item added with `kSecAttrAccessible` only). So its presence says nothing:
+    /// what tells a protected item is whether it has constraints.
+    ///
+    /// - Linux: KeychainServices' `SecAccessControl` holds the `AccessControl` itself: `.accessControl` with the
+    ///   item's exact protection class and flags.
+    /// - Apple platforms: a `SecAccessControl` is opaque (no public API reads its flags). Decision: one equal
+    ///   (`CFEqual`) to `SecAccessControlCreateWithFlags(protection, [], nil)`, the protection class alone, is
+    ///   `.accessControl` with no flags; any other has constraints (user presence, biometry, passcode, private-key
+    ///   usage…) whose flags cannot be known, and is `.bool(true)`: "an access control that needs more than the
+    ///   protection class". A `.bool(true)` is never passed back to SecItem as an access control. Without a
+    ///   protection class to compare with, it also counts as protected: reading a protected secret by mistake
+    ///   prompts the user, skipping an unprotected one does not.
+    ///
+    /// ``ItemAttributes/hasAccessControl`` is true for both forms of "constraints".
+    static func accessControl(_ value: Any, protection: String?) -> KeychainValue? {
+        #if canImport(Darwin)
+        let object = value as AnyObject
+        guard CFGetTypeID(object) == SecAccessControlGetTypeID() else { return nil }
+        if let accessibility = protection.flatMap(Accessibility.init(rawValue:)),
+           let protectionOnly = SecAccessControlCreateWithFlags(kCFAllocatorDefault, accessibility.rawValue as CFString, [], nil),
+           CFEqual(object, protectionOnly) {
+            return .accessControl(AccessControl(accessibility: accessibility, flags: []))
+        }
+        return .bool(true)
+        #else
+        guard let control = value as? SecAccessControl else { return nil }
+        return .accessControl(control.accessControl)
+        #endif
     }
 }

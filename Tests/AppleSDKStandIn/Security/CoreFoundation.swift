@@ -50,6 +50,11 @@ public var kCFBooleanTrue: CFBoolean! { standIn() }
 /// `kCFBooleanFalse`.
 public var kCFBooleanFalse: CFBoolean! { standIn() }
 
+/// `CFGetTypeID`: the CoreFoundation type of `cf` (compare with a type's `…GetTypeID()`; `as?` cannot test CF types).
+public func CFGetTypeID(_ cf: CFTypeRef!) -> CFTypeID { standIn() }
+/// `CFEqual`: whether two CoreFoundation objects are equal by their type's own equality.
+public func CFEqual(_ cf1: CFTypeRef!, _ cf2: CFTypeRef!) -> Bool { standIn() }
+
 /// The body of every stand-in function: the stand-in is compiled, never run.
 func standIn(_ function: StaticString = #function) -> Never {
     fatalError("\(function): the Apple SDK stand-in is for compiling only")

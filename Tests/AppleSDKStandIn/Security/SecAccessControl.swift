@@ -33,3 +33,6 @@ public func SecAccessControlCreateWithFlags(_ allocator: CFAllocator?, _ protect
                                             _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecAccessControl? {
     standIn()
 }
+
+/// `SecAccessControlGetTypeID`: the CoreFoundation type of `SecAccessControl` objects.
+public func SecAccessControlGetTypeID() -> CFTypeID { standIn() }
