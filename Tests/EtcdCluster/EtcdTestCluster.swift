@@ -308,6 +308,16 @@ public final class EtcdTestCluster: @unchecked Sendable {
         while Date() < deadline && Self.processState(pid) != "T" { _ = poll(nil, 0, 1) }
     }
 
+    /// Growth of ``pendingInput(member:)`` below this is no request (at most a few closed connections).
+    public static let requestFloor = PendingInput.requestFloor
+
+    /// The bytes clients sent member `member` that it has not read (``PendingInput``): while it is paused, this grows
+    /// by a request's size exactly when a client sends it one. Nil when the kernel's tables cannot be read.
+    public func pendingInput(member: Int) -> Int? {
+        let port = lock.withLock { members.indices.contains(member) ? members[member].clientPort : nil }
+        return port.flatMap { PendingInput.bytes(port: $0) }
+    }
+
     /// Lets a paused member go on (SIGCONT): it answers what it was sent meanwhile.
     public func resume(member: Int) {
         lock.lock()

@@ -114,6 +114,17 @@ public final class SwtpmFixture: @unchecked Sendable {
         if !stopped && process.isRunning { kill(process.processIdentifier, SIGSTOP) }
     }
 
+    /// Growth of ``pendingInput()`` below this is no command (at most a few closed connections).
+    public static let requestFloor = PendingInput.requestFloor
+
+    /// The bytes sent to the TPM port and the control port that swtpm has not read (``PendingInput``): while it is
+    /// suspended, this grows exactly when a client sends it a command (a TCTI may speak to the control port first).
+    /// Nil when the kernel's tables cannot be read.
+    public func pendingInput() -> Int? {
+        guard let tpm = PendingInput.bytes(port: port), let control = PendingInput.bytes(port: port + 1) else { return nil }
+        return tpm + control
+    }
+
     /// Lets a ``suspend()``ed swtpm go on (SIGCONT): it answers what it was sent meanwhile.
     public func resume() {
         lock.lock()
