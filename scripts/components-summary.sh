@@ -2,7 +2,8 @@
 # Which backends and outside components the test run exercised, and which it skipped (and why), read from the run's
 # output (.ci/run tees `swift test` into .build/ci-test.log). Prints one line:
 #   components: gnome-keyring ran (7 suites), swtpm ran (9 suites), ...; skipped: none
-# then, when anything was skipped, one line per skipped suite or test with the reason its trait gives.
+# then how many cases each backend ran in the suites parameterized over backends (`backend → etcd cluster`), and, when
+# anything was skipped, one line per skipped suite or test with the reason its trait gives.
 #
 # A component "ran" when at least one suite known to start it finished (Swift Testing's `✔ Suite "…" passed` or
 # `✘ Suite "…" failed`); it is "skipped" when its suites were skipped (`➜ Suite "…" skipped: "reason"`), and "not
@@ -39,10 +40,17 @@ suite_line = re.compile(r'^(✔|✘|➜) Suite "(.*)" (passed|failed|skipped)(?:
 test_skip = re.compile(r'^➜ Test "(.*)" skipped(?:: "(.*)")?')
 xctest_skip = re.compile(r"^.*: (\S+) : Test skipped(?: - (.*))?$")
 
-ran, failed, skipped_suites, skipped_tests = {}, set(), {}, []
+# Parameterized suites over backends (the storage contract, the typed API's stacks): one case per backend.
+backend_case = re.compile(r'^◇ Test case passing 1 argument (?:backend|storage|stack) → (.*?) to "')
+
+ran, failed, skipped_suites, skipped_tests, backends = {}, set(), {}, [], {}
 with open(sys.argv[1], encoding="utf-8", errors="replace") as log:
     for line in log:
         line = line.rstrip("\n")
+        match = backend_case.match(line)
+        if match:
+            backends[match.group(1)] = backends.get(match.group(1), 0) + 1
+            continue
         match = suite_line.match(line)
         if match:
             mark, name, outcome, reason = match.groups()
@@ -83,7 +91,15 @@ for component, pattern in COMPONENTS:
         parts.append(f"{component} not run (no suite of it in the log)")
         skipped_components.append(component)
 
+regexes = [re.compile(pattern, re.IGNORECASE) for _, pattern in COMPONENTS]
+others = sum(1 for name in skipped_suites if not any(r.search(name) for r in regexes))
+others += sum(1 for name, reason in skipped_tests if not any(r.search(name) or r.search(reason) for r in regexes))
+if others:
+    skipped_components.append(f"{others} other suite{'s' if others != 1 else ''} or test{'s' if others != 1 else ''}")
 print("components: " + ", ".join(parts) + "; skipped: " + (", ".join(skipped_components) or "none"))
+if backends:
+    print("backends (cases of the suites parameterized over them): "
+          + ", ".join(f"{name} {count}" for name, count in sorted(backends.items(), key=lambda item: (-item[1], item[0]))))
 for name, reason in sorted(skipped_suites.items()):
     print(f'  skipped suite "{name}": {reason}')
 for name, reason in skipped_tests:
