@@ -30,11 +30,12 @@ private func makeClient(_ cluster: EtcdTestCluster, order: [Int]? = nil, timeout
 
 private func bytes(_ text: String) -> Data { Data(text.utf8) }
 
-/// Polls `condition` until it holds or `limit` seconds passed; returns whether it held.
+/// Polls `condition` (every 20 ms) until it holds or `limit` seconds passed, a hang guard; returns whether it held.
 private func eventually(within limit: TimeInterval = 60, _ condition: () -> Bool) -> Bool {
     let end = Date().addingTimeInterval(limit)
     while Date() < end {
         if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.02)
     }
     return false
 }
