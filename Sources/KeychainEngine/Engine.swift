@@ -118,9 +118,23 @@ public final class KeychainEngine: Sendable {
     }
 
     /// The configuration in force; changes apply to the next operation.
+    ///
+    /// Setting it replaces the whole configuration, and `engine.configuration.field = value` reads it and writes it
+    /// back: a change made by another thread in between is lost. Use ``updateConfiguration(_:)`` where others may
+    /// change it at the same time.
     public var configuration: EngineConfiguration {
         get { settings.current }
         set { settings.withLock { $0 = newValue } }
+    }
+
+    /// Changes the configuration in place, atomically: no other change can come between reading and writing it, so
+    /// two threads changing different fields at once both get their change. Applies to the next operation.
+    ///
+    /// - Important: `change` runs under the configuration's lock: keep it short, and never start a keychain operation
+    ///   of this engine from it.
+    /// - Returns: what `change` returns.
+    public func updateConfiguration<T>(_ change: (inout EngineConfiguration) throws -> T) rethrows -> T {
+        try settings.withLock(change)
     }
 
     /// The authenticator asked for access-controlled secrets.

@@ -18,7 +18,9 @@ import KeychainEngine
 ///
 /// Raw SecItem-style code can use ``engine`` directly. Operations throw `KeychainError`.
 ///
-/// Thread safety: every control is behind a lock; the type is `Sendable`.
+/// Thread safety: every control is behind a lock, and each change of the configuration (``profile``,
+/// ``entitledAccessGroups``, ``passcodeSet``) is one atomic change of the engine's configuration: changes made at once
+/// from several tasks are all kept. The type is `Sendable`.
 public final class InMemoryKeychain: EngineBackedStore, Sendable {
     /// What kind of device the keychain plays.
     public enum DeviceProfile: String, Sendable, Hashable, CaseIterable {
@@ -130,10 +132,10 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
     public var profile: DeviceProfile {
         get { engine.configuration.enforcesAccessControl ? .device : .simulator }
         set {
-            var configuration = engine.configuration
-            configuration.enforcesAccessControl = newValue == .device
-            configuration.secureEnclaveAvailable = newValue == .device
-            engine.configuration = configuration
+            engine.updateConfiguration { configuration in
+                configuration.enforcesAccessControl = newValue == .device
+                configuration.secureEnclaveAvailable = newValue == .device
+            }
         }
     }
 
@@ -145,9 +147,9 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
             return nil
         }
         set {
-            var configuration = engine.configuration
-            configuration.accessGroups = newValue.map { .entitled($0) } ?? .unrestricted(defaultGroup: "default")
-            engine.configuration = configuration
+            engine.updateConfiguration { configuration in
+                configuration.accessGroups = newValue.map { .entitled($0) } ?? .unrestricted(defaultGroup: "default")
+            }
         }
     }
 
@@ -156,8 +158,12 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
     public var passcodeSet: Bool {
         get { engine.configuration.passcodeSet }
         set {
-            engine.configuration.passcodeSet = newValue
-            authenticator.passcodeSet = newValue
+            // The authenticator's copy is written under the configuration's lock too, so concurrent changes leave
+            // both with the same (last) value.
+            engine.updateConfiguration { configuration in
+                configuration.passcodeSet = newValue
+                authenticator.passcodeSet = newValue
+            }
         }
     }
 
