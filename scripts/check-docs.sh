@@ -8,8 +8,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The docc plugin builds symbol graphs with flags of its own, so swift-certificates' X509 is recompiled on the first
+# documentation build after a normal build and again on the next normal build. X509 says `#if canImport(Security)`,
+# and a rebuild of it beside this package's Linux `Security` module fails ("missing required module"). So the
+# `Security` module is removed before the documentation builds and after them: X509 is then rebuilt first, and the
+# `Security` module after it, which always works (Package.swift, the X509 dependency's comment).
+remove_security_module() { rm -rf .build/*/debug/Modules/Security.swiftmodule .build/*/debug/Modules/Security.swiftdoc \
+                               .build/*/debug/Modules/Security.swiftsourceinfo .build/*/debug/Modules/Security.abi.json; }
+remove_security_module
+trap remove_security_module EXIT
+
 failed=0
-for catalog in Sources/*/*.docc; do
+# The Linux shims last: documenting `Security` builds that module again.
+catalogs=$(ls -d Sources/*/*.docc | grep -Ev '^Sources/(Security|LocalAuthentication|CryptoKit)/'; ls -d Sources/{CryptoKit,LocalAuthentication,Security}/*.docc)
+for catalog in $catalogs; do
     module="$(basename "$(dirname "$catalog")")"
     log="$(mktemp)"
     if ! swift package --traits NIO --disable-sandbox generate-documentation --target "$module" >"$log" 2>&1; then
