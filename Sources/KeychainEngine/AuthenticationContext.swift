@@ -179,6 +179,17 @@ public final class AuthenticationContext: Sendable, Hashable {
         return AccessControlRules.anyOneSuffices(flags) ? constraints.union(.or) : constraints
     }
 
+    /// A context for one keychain operation: a success recorded on it covers the rest of that operation (every
+    /// later item whose access control the person's factor satisfies), however long the person took to answer.
+    ///
+    /// Decision (Apple's `SecItemCopyMatching` makes one authentication context for a call that has none, and
+    /// retries the query with it once the person answered, so one answer serves every item of the call): the engine
+    /// makes one per operation, whatever the caller's context and its reuse duration (0 included), and drops it when
+    /// the operation ends. Nothing is carried to the next operation through it.
+    package static func forOneOperation() -> AuthenticationContext {
+        AuthenticationContext(reuseDuration: .infinity)
+    }
+
     /// The same context (identity, as an `LAContext`).
     public static func == (lhs: AuthenticationContext, rhs: AuthenticationContext) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
@@ -197,20 +208,39 @@ public final class AuthenticationContext: Sendable, Hashable {
 /// 4. Otherwise the authenticator asks the person — with a context, only for the constraints it does not cover;
 ///    a success is recorded on the context with the factors the authenticator reports; any other outcome
 ///    fails with its status (`errSecUserCanceled`, `errSecAuthFailed`, `errSecInteractionNotAllowed`).
+///
+/// Within one operation over several items (`kSecMatchLimitAll`, an update of every match), the successes of the
+/// operation's earlier items count as a context of their own (``AuthenticationContext/forOneOperation()``): one
+/// success covers every item of the operation whose access control the person's factor satisfies, whatever the
+/// caller's reuse duration. Each item's application password is still asked for.
 package enum AuthenticationGate {
     /// Authenticates one use. Blocks while the person is asked: call it off Swift's cooperative pool.
+    ///
+    /// - Parameter operationGrants: the successes of the operation so far, for an operation over several items
+    ///   (``AuthenticationContext/forOneOperation()``, made once per operation); nil for a single use.
     /// - Throws: ``EngineError`` with `errSecAuthFailed`, `errSecUserCanceled` or `errSecInteractionNotAllowed`.
     package static func authorize(_ flags: AccessControlFlags, itemClass: ItemClass, operation: String,
                                  prompt: String?, context: AuthenticationContext?, allowsInteraction: Bool = true,
-                                 authenticator: any Authenticator, now: Date) throws(EngineError) {
+                                 authenticator: any Authenticator, now: Date,
+                                 operationGrants: AuthenticationContext? = nil) throws(EngineError) {
         guard flags.requiresAuthentication else { return }
+        if let context, context.isInvalidated {
+            throw EngineError(Status.authFailed, "the authentication context was invalidated")
+        }
+        let currentState = { authenticator.biometryDomainState }
         var asked = flags
-        if let context {
-            if context.isInvalidated { throw EngineError(Status.authFailed, "the authentication context was invalidated") }
-            guard let uncovered = context.uncovered(flags, at: now, currentBiometryDomainState: { authenticator.biometryDomainState }) else {
+        if let operationGrants {
+            guard let uncovered = operationGrants.uncovered(flags, at: now, currentBiometryDomainState: currentState) else {
                 return
             }
             asked = uncovered
+        }
+        if let context {
+            guard let uncovered = context.uncovered(flags, at: now, currentBiometryDomainState: currentState) else {
+                return
+            }
+            // A constraint either one covers is not asked again (when any one suffices, neither covers any).
+            asked = AccessControlRules.anyOneSuffices(flags) ? flags : asked.intersection(uncovered)
             if context.interactionNotAllowed {
                 throw EngineError.interactionNotAllowed("an authentication is needed (\(Self.describe(asked))) and the context does not allow interaction")
             }
@@ -224,10 +254,9 @@ package enum AuthenticationGate {
         if let status = result.outcome.status {
             throw EngineError(status, "authentication ended with '\(result.outcome.rawValue)'")
         }
-        if let context {
-            let state = result.factors.contains(.biometry) ? authenticator.biometryDomainState : nil
-            context.record(result.factors, satisfying: asked, biometryDomainState: state, at: now)
-        }
+        let state = result.factors.contains(.biometry) ? authenticator.biometryDomainState : nil
+        context?.record(result.factors, satisfying: asked, biometryDomainState: state, at: now)
+        operationGrants?.record(result.factors, satisfying: asked, biometryDomainState: state, at: now)
     }
 
     /// The constraints in words, for messages: `biometryAny or devicePasscode`.

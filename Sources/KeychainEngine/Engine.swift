@@ -464,7 +464,11 @@ public final class KeychainEngine: Sendable {
     // MARK: - Authentication
 
     /// Checks the authentication `item`'s secret needs; returns false when the item is to be skipped.
-    func authorize(_ item: StoredItem, _ q: ParsedQuery, operation: String, config: EngineConfiguration) throws -> Bool {
+    ///
+    /// - Parameter grants: the operation's successes so far (``AuthenticationContext/forOneOperation()``, one per
+    ///   operation): a success for one item covers the operation's later items that need the same.
+    func authorize(_ item: StoredItem, _ q: ParsedQuery, operation: String, config: EngineConfiguration,
+                   grants: AuthenticationContext) throws -> Bool {
         guard let ac = item.accessControl, ac.flags.requiresAuthentication, config.enforcesAccessControl else { return true }
         if ac.flags.contains(.biometryCurrentSet),
            let enrolled = Self.boundBiometryState(item.attributes[Self.enrollmentAttribute]),
@@ -477,7 +481,8 @@ public final class KeychainEngine: Sendable {
         case .allow: break
         }
         try AuthenticationGate.authorize(ac.flags, itemClass: item.itemClass, operation: operation, prompt: q.prompt,
-                                         context: q.context, authenticator: authenticator, now: config.now())
+                                         context: q.context, authenticator: authenticator, now: config.now(),
+                                         operationGrants: grants)
         return true
     }
 
@@ -504,10 +509,11 @@ public final class KeychainEngine: Sendable {
         var items = found.items
         found.items = []
         items.reverse()
+        let grants = AuthenticationContext.forOneOperation()
         while let item = items.popLast() {
             if let limit, results.count >= limit { break }
             if q.returnData {
-                guard try authorize(item, q, operation: "copy", config: config) else { continue }
+                guard try authorize(item, q, operation: "copy", config: config, grants: grants) else { continue }
             }
             results.append(result(for: item, q, data: item.secret))
         }
@@ -596,13 +602,18 @@ public final class KeychainEngine: Sendable {
         // when a target needs one, leave the transaction, authenticate, and apply again.
         var authorized: Set<Int64> = []
         var skipped: Set<Int64> = []
+        let grants = AuthenticationContext.forOneOperation()
         for _ in 0..<3 {
             let needed: [StoredItem] = try storage.write { tx in
                 try applyUpdate(plan, in: tx, config: config, authorized: authorized, skipped: skipped, report: &report)
             }
             if needed.isEmpty { return }
             for item in needed {
-                if try authorize(item, plan.query, operation: "update", config: config) { authorized.insert(item.rowID) } else { skipped.insert(item.rowID) }
+                if try authorize(item, plan.query, operation: "update", config: config, grants: grants) {
+                    authorized.insert(item.rowID)
+                } else {
+                    skipped.insert(item.rowID)
+                }
             }
         }
         throw EngineError(Status.interactionNotAllowed, "the matching items kept changing during the update")
