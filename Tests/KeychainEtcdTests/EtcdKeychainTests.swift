@@ -39,7 +39,7 @@ func files(under directory: URL) -> [(path: String, bytes: Data)] {
 
 /// Runs `body` on `count` threads of their own (blocking calls never run on Swift's cooperative pool), released together.
 func onThreads<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
-    let results = LockedBox<[Int: T]>([:])
+    let results = Locked<[Int: T]>([:])
     let start = DispatchSemaphore(value: 0)
     let done = DispatchGroup()
     for index in 0..<count {
@@ -47,21 +47,13 @@ func onThreads<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) -> T
         Thread.detachNewThread {
             start.wait()
             let value = body(index)
-            results.update { $0[index] = value }
+            results.withLock { $0[index] = value }
             done.leave()
         }
     }
     for _ in 0..<count { start.signal() }
     done.wait()
-    return (0..<count).map { results.value[$0]! }
-}
-
-final class LockedBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: T
-    init(_ value: T) { stored = value }
-    var value: T { lock.withLock { stored } }
-    func update(_ change: (inout T) -> Void) { lock.withLock { change(&stored) } }
+    return (0..<count).map { results.current[$0]! }
 }
 
 @Suite("etcd keychain: SecItem rules across machines", .enabled(if: etcdMissing == nil, etcdSkipReason))

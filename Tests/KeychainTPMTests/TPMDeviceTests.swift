@@ -2,9 +2,9 @@
 import Crypto
 import Foundation
 import Glibc
+import KeychainEngine
 import KeychainTPM
 import Swtpm
-import Synchronization
 import Testing
 
 /// TPMDevice against a REAL software TPM (swtpm, one fresh TPM per test: see SwtpmFixture), checked with tools
@@ -478,13 +478,6 @@ extension SwtpmFixture {
             line.split(separator: " ").last.map(String.init).flatMap { $0.hasPrefix("0x80") ? $0 : nil }
         }
     }
-}
-
-/// A value behind a lock, shareable with threads (a Mutex itself cannot be captured: it is not copyable).
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
 }
 
 @Suite("TPM configuration")
