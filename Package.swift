@@ -30,6 +30,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
+        .library(name: "KeychainStorageTesting", targets: ["KeychainStorageTesting"]),  // the storage contract, for a storage's own tests
         .library(name: "KeychainServices", targets: ["KeychainServices"]),
         .library(name: "KeychainFile", targets: ["KeychainFile"]),
         .library(name: "Keystone", targets: ["Keystone"]),
@@ -84,6 +85,8 @@ let package = Package(
         .target(name: "KeychainEngine", dependencies: [
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: settings),
+        // The contract every KeychainStorage keeps, as clauses a storage's own tests run (as swift-nio's NIOTestUtils).
+        .target(name: "KeychainStorageTesting", dependencies: ["KeychainEngine"], swiftSettings: settings),
 
         // SQLite, the system library (libsqlite3-dev on Debian).
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
@@ -346,7 +349,7 @@ let package = Package(
         ], swiftSettings: settings),
         .testTarget(name: "KeychainEngineTests", dependencies: ["KeychainEngine"], swiftSettings: settings),
         .testTarget(name: "KeychainStorageContractTests", dependencies: [
-            "KeychainEngine", "KeychainFile", "EtcdCluster",
+            "KeychainEngine", "KeychainStorageTesting", "KeychainFile", "EtcdCluster",
             .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly)),
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
             "SecretServiceDaemon",

@@ -1,82 +1,82 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+import KeychainStorageTesting
 #if !canImport(Darwin)
 import KeychainSecretService
+import SecretServiceDaemon
 #endif
 #if NIO && !canImport(Darwin)
 import EtcdCluster
 import KeychainEtcd
 #endif
 
-/// A storage under test, made fresh for each test.
-struct Backend: Sendable, CustomTestStringConvertible {
-    let name: String
-    let make: @Sendable () throws -> any KeychainStorage
-    var testDescription: String { name }
+/// Every storage Keystone ships, as factories of the storage contract (`KeychainStorageTesting`). Each runs every
+/// clause its capabilities allow; a backend whose component is missing is skipped with the reason (`unavailableReason`).
+enum Backends {
+    static let memory = StorageFactory(
+        makeStorage: { MemoryStorage() },
+        makeSecondKeychain: { _ in MemoryStorage() })
 
-    /// Every storage Keystone ships. Each runs the whole contract suite.
-    static let all: [Backend] = [
-        Backend(name: "memory") { MemoryStorage() },
-        Backend(name: "keychain file") {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-contract-\(UUID().uuidString)")
-            return try KeychainFile.create(at: directory.appendingPathComponent("test.keychain-db").path, password: "pw")
-        },
-    ] + secretService + etcd
+    static let keychainFile = StorageFactory(
+        makeStorage: { try KeychainFile.create(at: freshDirectory().appendingPathComponent("test.keychain-db").path, password: "pw") },
+        makeSecondKeychain: { first in
+            // Another keychain file beside the first one, in the same directory.
+            guard let file = first as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
+            let directory = URL(fileURLWithPath: file.path).deletingLastPathComponent()
+            return try KeychainFile.create(at: directory.appendingPathComponent("second-\(UUID().uuidString).keychain-db").path, password: "pw")
+        })
+
+    static func freshDirectory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("keystone-contract-\(UUID().uuidString)")
+    }
 
     #if NIO && !canImport(Darwin)
-    /// An etcd keychain (its own name, a fresh one per test) on a 3-member cluster shared by the test process
-    /// (skipped, with the reason printed, where etcd is missing).
-    static let etcd: [Backend] = {
-        if let reason = EtcdTestCluster.unavailableReason {
-            print("note: the etcd backend is left out of the storage contract: \(reason)")
-            return []
-        }
-        return [Backend(name: "etcd cluster") {
-            let cluster = try EtcdTestCluster.shared()
-            return try EtcdKeychain.create(EtcdConfiguration(url: cluster.url(name: "contract-\(UUID().uuidString)"), environment: [:]), password: "pw")
-        }]
-    }()
+    /// Nil when an etcd cluster can be started; else why not.
+    static var etcdUnavailableReason: String? { EtcdTestCluster.unavailableReason }
+    /// An etcd keychain (a fresh name per test) on a 3-member cluster shared by the test process; the second keychain
+    /// is another name on the same cluster.
+    static let etcd = StorageFactory(
+        makeStorage: { try makeEtcdKeychain() },
+        makeSecondKeychain: { _ in try makeEtcdKeychain() })
+
+    static func makeEtcdKeychain() throws -> any KeychainStorage {
+        let cluster = try EtcdTestCluster.shared()
+        return try EtcdKeychain.create(EtcdConfiguration(url: cluster.url(name: "contract-\(UUID().uuidString)"), environment: [:]), password: "pw")
+    }
     #else
-    static let etcd: [Backend] = []
+    static var etcdUnavailableReason: String? { "etcd keychains need the NIO trait on Linux" }
+    static let etcd = StorageFactory(makeStorage: { throw EngineError(Status.unimplemented, "no etcd storage in this build") })
     #endif
 
     #if !canImport(Darwin)
-    /// The Secret Service storage over a private gnome-keyring started for each test (skipped, with the reason
-    /// printed, where dbus-daemon or gnome-keyring is missing).
-    static let secretService: [Backend] = {
-        if let reason = SecretServiceDaemon.unavailableReason {
-            print("note: the Secret Service backend is left out of the storage contract: \(reason)")
-            return []
+    /// Nil when a private Secret Service can be started; else why not.
+    static var secretServiceUnavailableReason: String? { SecretServiceDaemon.unavailableReason }
+    /// The Secret Service storage over a private gnome-keyring started for each test.
+    static let secretService = StorageFactory(makeStorage: {
+        let daemon = try SecretServiceDaemon.start()
+        var options = SecretServiceStorage.Options(busAddress: daemon.busAddress)
+        // The contract stores access-controlled rows; this storage refuses them unless the app opts in.
+        options.allowsUnenforcedAccessControl = true
+        return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: options))
+    })
+
+    /// A storage that owns the daemon behind it: the daemon stops when the test lets the storage go.
+    final class DaemonStorage: KeychainStorage, @unchecked Sendable {
+        // @unchecked: both properties are immutable; SecretServiceDaemon is a handle the daemon's own type guards.
+        let daemon: SecretServiceDaemon
+        let storage: any KeychainStorage
+        init(daemon: SecretServiceDaemon, storage: any KeychainStorage) {
+            self.daemon = daemon
+            self.storage = storage
         }
-        return [Backend(name: "secret service") {
-            let daemon = try SecretServiceDaemon.start()
-            var options = SecretServiceStorage.Options(busAddress: daemon.busAddress)
-            // The contract stores access-controlled rows; this storage refuses them unless the app opts in.
-            options.allowsUnenforcedAccessControl = true
-            return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: options))
-        }]
-    }()
+        deinit { daemon.stop() }
+        var lockState: LockState { storage.lockState }
+        func read<T>(_ body: (any StorageReader) throws -> T) throws -> T { try storage.read(body) }
+        func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T { try storage.write(body) }
+    }
     #else
-    static let secretService: [Backend] = []
+    static var secretServiceUnavailableReason: String? { "the Secret Service storage is Linux only" }
+    static let secretService = StorageFactory(makeStorage: { throw EngineError(Status.unimplemented, "no Secret Service storage in this build") })
     #endif
 }
-
-import Testing
-#if !canImport(Darwin)
-import SecretServiceDaemon
-
-/// A storage that owns the daemon behind it: the daemon stops when the test lets the storage go.
-final class DaemonStorage: KeychainStorage, @unchecked Sendable {
-    let daemon: SecretServiceDaemon
-    let storage: any KeychainStorage
-    init(daemon: SecretServiceDaemon, storage: any KeychainStorage) {
-        self.daemon = daemon
-        self.storage = storage
-    }
-    deinit { daemon.stop() }
-    var lockState: LockState { storage.lockState }
-    func read<T>(_ body: (any StorageReader) throws -> T) throws -> T { try storage.read(body) }
-    func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T { try storage.write(body) }
-}
-#endif

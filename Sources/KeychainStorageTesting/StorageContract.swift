@@ -1,0 +1,154 @@
+import Foundation
+import KeychainEngine
+
+/// A clause of the storage contract that a storage broke: which clause, and what was seen instead of what was due.
+public struct ContractViolation: Error, CustomStringConvertible, Sendable {
+    /// The clause's name.
+    public var clause: String
+    /// What went wrong, in words a storage's author can act on.
+    public var message: String
+    /// Where in the contract's source the failed check is.
+    public var location: String
+
+    /// A violation of `clause`.
+    public init(clause: String, message: String, location: String) {
+        self.clause = clause
+        self.message = message
+        self.location = location
+    }
+
+    public var description: String { "storage contract, \"\(clause)\": \(message) (\(location))" }
+}
+
+/// How the contract makes storages to test: a fresh, empty keychain for each call, and the optional capabilities some
+/// clauses need.
+public struct StorageFactory: Sendable {
+    /// A fresh, empty keychain.
+    public var makeStorage: @Sendable () throws -> any KeychainStorage
+    /// Another fresh keychain on the same backend as the given one (another file in the same directory, another name
+    /// on the same etcd cluster, another collection of the same Secret Service). Nil: the isolation clause does not apply.
+    public var makeSecondKeychain: (@Sendable (any KeychainStorage) throws -> any KeychainStorage)?
+    /// Damages the stored row (its ciphertext, its index columns) the way a bad disk or a tampering writer would. Nil:
+    /// the damaged-row clause does not apply (a storage that keeps rows only in memory has nothing to damage).
+    public var damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)?
+
+    /// A factory of fresh keychains, with the optional capabilities.
+    public init(makeStorage: @escaping @Sendable () throws -> any KeychainStorage,
+                makeSecondKeychain: (@Sendable (any KeychainStorage) throws -> any KeychainStorage)? = nil,
+                damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)? = nil) {
+        self.makeStorage = makeStorage
+        self.makeSecondKeychain = makeSecondKeychain
+        self.damageRow = damageRow
+    }
+
+    /// The capabilities this factory offers.
+    public var capabilities: Set<StorageContract.Capability> {
+        var result: Set<StorageContract.Capability> = []
+        if makeSecondKeychain != nil { result.insert(.secondKeychain) }
+        if damageRow != nil { result.insert(.damageRow) }
+        return result
+    }
+}
+
+/// The contract every ``KeychainStorage`` keeps, as clauses any storage's own tests can run.
+///
+/// Framework-neutral: a clause throws ``ContractViolation`` (or the storage's own error) when the storage breaks it,
+/// so Swift Testing and XCTest tests call it alike.
+public enum StorageContract {
+    /// An optional capability of a ``StorageFactory`` that a clause needs.
+    public enum Capability: String, Sendable, Hashable, CaseIterable {
+        /// ``StorageFactory/makeSecondKeychain``.
+        case secondKeychain
+        /// ``StorageFactory/damageRow``.
+        case damageRow
+    }
+
+    /// One rule of the contract.
+    public struct Clause: Sendable, CustomStringConvertible {
+        /// What the rule says, as a sentence.
+        public let name: String
+        /// The factory capabilities the clause needs; a factory without them cannot run it (``applies(to:)``).
+        public let requires: Set<Capability>
+        let body: @Sendable (StorageFactory, inout Checker) throws -> Void
+
+        init(_ name: String, requires: Set<Capability> = [], _ body: @escaping @Sendable (StorageFactory, inout Checker) throws -> Void) {
+            self.name = name
+            self.requires = requires
+            self.body = body
+        }
+
+        public var description: String { name }
+
+        /// Whether `factory` offers every capability the clause needs.
+        public func applies(to factory: StorageFactory) -> Bool { requires.isSubset(of: factory.capabilities) }
+    }
+
+    /// Every clause, in a stable order.
+    public static var clauses: [Clause] { rowClauses + engineClauses + robustnessClauses }
+
+    /// Runs `clause` against storages of `factory`.
+    ///
+    /// - Throws: ``ContractViolation`` when the storage breaks the clause (or ``ContractViolation`` naming the missing
+    ///   capability when the factory lacks one the clause needs: check ``Clause/applies(to:)`` first); any error the
+    ///   storage throws where the clause expects success.
+    public static func run(_ clause: Clause, on factory: StorageFactory) throws {
+        let missing = clause.requires.subtracting(factory.capabilities)
+        guard missing.isEmpty else {
+            throw ContractViolation(clause: clause.name, message: "the factory lacks \(missing.map(\.rawValue).sorted()) that this clause needs",
+                                    location: "StorageContract.run")
+        }
+        var checker = Checker(clause: clause.name)
+        try clause.body(factory, &checker)
+        if let first = checker.violations.first {
+            var violation = first
+            if checker.violations.count > 1 {
+                violation.message += " (and \(checker.violations.count - 1) more: " + checker.violations.dropFirst().map(\.message).joined(separator: "; ") + ")"
+            }
+            throw violation
+        }
+    }
+
+    /// Runs `clause` against fresh storages from `makeStorage` (no optional capabilities).
+    ///
+    /// - Throws: as ``run(_:on:)``.
+    public static func run(_ clause: Clause, makeStorage: @escaping @Sendable () throws -> any KeychainStorage) throws {
+        try run(clause, on: StorageFactory(makeStorage: makeStorage))
+    }
+}
+
+/// Collects failed checks of one clause (every check runs, so one run reports every broken expectation).
+struct Checker {
+    let clause: String
+    var violations: [ContractViolation] = []
+
+    mutating func check(_ condition: Bool, _ message: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line) {
+        if !condition { violations.append(ContractViolation(clause: clause, message: message(), location: "\(file):\(line)")) }
+    }
+
+    /// Fails the clause now (what follows depends on this).
+    func require(_ condition: Bool, _ message: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line) throws {
+        if !condition { throw ContractViolation(clause: clause, message: message(), location: "\(file):\(line)") }
+    }
+
+    /// The status `body` throws (0 when it succeeds, `Int32.min` for an error that is not an ``EngineError``).
+    func status(_ body: () throws -> Void) -> Int32 {
+        do { try body(); return 0 } catch let e as EngineError { return e.status } catch { return Int32.min }
+    }
+}
+
+/// A generic-password row with the defaults the engine stores.
+func row(_ service: String, _ account: String, secret: String? = nil, label: String? = nil) -> StoredItem {
+    var attributes: [String: AttributeValue] = [
+        Key.service: .string(service), Key.account: .string(account), Key.accessGroup: .string("default"),
+        Key.synchronizable: .bool(false), Key.accessible: .string("ak"),
+    ]
+    if let label { attributes[Key.label] = .string(label) }
+    return StoredItem(itemClass: .genericPassword, attributes: attributes, secret: secret.map { Data($0.utf8) })
+}
+
+func items(_ candidates: [Candidate]) -> [StoredItem] {
+    candidates.compactMap { if case .item(let i) = $0 { return i } else { return nil } }
+}
+
+/// Thrown by a transaction body to roll it back.
+struct Rollback: Error {}
