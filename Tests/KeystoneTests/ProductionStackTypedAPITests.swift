@@ -7,69 +7,6 @@ import Keystone
 import KeystoneTesting
 import Testing
 
-/// The stacks the typed API's core behaviours run on, with the same expectations.
-enum TypedStack: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    /// `InMemoryKeychain` (the test double; the engine over `MemoryStorage`, compiled save path).
-    case inMemoryKeychain
-    /// The bare engine over `MemoryStorage` (compiled save path).
-    case engine
-    /// The production stack: `Keychain()` → `SystemKeychain` → `SecItem*` → the process's default keychain, here a
-    /// fresh keychain file in a temporary folder (never the user's), installed with `setEngine`.
-    case keychainFileThroughSecItem
-
-    var testDescription: String { rawValue }
-}
-
-/// One stack, fresh: the keychain the typed API uses and the engine underneath (for its clock).
-struct TypedStackFixture {
-    let keychain: Keychain
-    let engine: KeychainEngine
-    let clock = TestClock()
-    private let directory: URL?
-
-    /// Installs `stack`. For ``TypedStack/keychainFileThroughSecItem`` it replaces the process's default keychain:
-    /// only suites with `.ownsDefaultKeychain` may make one.
-    init(_ stack: TypedStack) throws {
-        switch stack {
-        case .inMemoryKeychain:
-            let memory = InMemoryKeychain()
-            keychain = Keychain(store: memory)
-            engine = memory.engine
-            directory = nil
-        case .engine:
-            engine = KeychainEngine(storage: MemoryStorage(), authenticator: ScriptedAuthenticator(defaultOutcome: .success))
-            keychain = Keychain(store: engine)
-            directory = nil
-        case .keychainFileThroughSecItem:
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-typed-\(UUID().uuidString)")
-            engine = try KeychainServicesDefaults.fileEngine(at: folder.appendingPathComponent("login.keychain-db").path)
-            engine.authenticator = ScriptedAuthenticator(defaultOutcome: .success)
-            KeychainServicesDefaults.setEngine(engine)
-            keychain = Keychain()
-            directory = folder
-        }
-        let clock = self.clock
-        engine.configuration.now = { clock.now }
-    }
-
-    /// A keychain on the same store with other default options.
-    func keychain(options: ItemOptions) -> Keychain { Keychain(store: keychain.store, options: options) }
-
-    /// Puts a memory keychain back as the default (when this fixture replaced it) and removes the file.
-    func remove() {
-        guard let directory else { return }
-        KeychainServicesDefaults.useMemoryKeychain()
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    /// Runs `body` over a fresh `stack`, then removes it.
-    static func with(_ stack: TypedStack, _ body: (TypedStackFixture) throws -> Void) throws {
-        let fixture = try TypedStackFixture(stack)
-        defer { fixture.remove() }
-        try body(fixture)
-    }
-}
-
 private let service = "com.example.stacks"
 private func item(_ account: String = "alice") throws -> GenericPassword {
     try GenericPassword(service: service, account: account)
@@ -219,126 +156,51 @@ struct ProductionStackTypedAPITests {
             #expect(try f.keychain.data(for: item()) == secretData)
         }
     }
-}
 
-/// Forwards every call, `addOrUpdate` included, to `base`, and is not engine-backed: a ``Keychain`` over it saves
-/// through `addOrUpdate` even when `base` is an engine (which a ``Keychain`` over `base` itself saves through
-/// `compiledSave`).
-private struct AddOrUpdateStore: KeychainStore {
-    let base: any KeychainStore
-    func add(_ attributes: KeychainQuery) throws -> ItemResult? { try base.add(attributes) }
-    func copyMatching(_ query: KeychainQuery) throws -> ItemResult? { try base.copyMatching(query) }
-    func update(_ query: KeychainQuery, with: KeychainQuery) throws { try base.update(query, with: with) }
-    func delete(_ query: KeychainQuery) throws { try base.delete(query) }
-    func addOrUpdate(_ attributes: KeychainQuery, matching query: KeychainQuery, with changes: KeychainQuery) throws {
-        try base.addOrUpdate(attributes, matching: query, with: changes)
-    }
-}
-
-/// Which save path a differential run takes.
-private enum SavePath: String, CaseIterable {
-    case compiledSave, addOrUpdate
-}
-
-/// `compiledSave` (engine-backed stores) and `addOrUpdate` (`SystemKeychain`, any other store) leave the same items.
-@Suite("compiledSave and addOrUpdate give identical items on every stack", .serialized, .ownsDefaultKeychain)
-struct SavePathDifferentialTests {
-    /// Every item of the engine, attributes and secret, ordered by class and account (row ids left out: they are
-    /// the storage's own).
-    private static func dump(_ engine: KeychainEngine) throws -> [KeychainQuery] {
-        var rows: [KeychainQuery] = []
-        for itemClass in ["genp", "inet"] {
-            let query: KeychainQuery = [Key.class: .string(itemClass), Key.matchLimit: .string(Key.matchLimitAll),
-                                        Key.returnAttributes: .bool(true), Key.returnData: .bool(true),
-                                        Key.synchronizable: .string(Key.synchronizableAny)]
-            do {
-                rows += try engine.copyMatching(query)?.array?.compactMap(\.attributes) ?? []
-            } catch let error where KeychainError.itemNotFound ~= error {}
-        }
-        return rows.map { row in
-            var row = row
-            row[Key.persistentReferenceAttribute] = nil
-            return row
-        }.sorted { "\($0[Key.class] ?? .bool(false))\($0[Key.account] ?? .bool(false))\($0[Key.synchronizable] ?? .bool(false))"
-                  < "\($1[Key.class] ?? .bool(false))\($1[Key.account] ?? .bool(false))\($1[Key.synchronizable] ?? .bool(false))" }
-    }
-
-    /// The same saves through the typed API: a new item, the same item again, an item with other attributes, an
-    /// item whose attributes change, a save that leaves label and comment unset, an internet password. The clock
-    /// moves between saves so modification dates tell updates apart.
-    private static func saves(_ keychain: Keychain, clock: TestClock) throws {
-        let alice = try GenericPassword(service: "com.example.diff", account: "alice")
-        let bob = try GenericPassword(service: "com.example.diff", account: "bob")
-        try keychain.save(Data("one".utf8), for: alice)
-        clock.advance(10)
-        try keychain.save(Data("two".utf8), for: alice)
-        clock.advance(10)
-        try keychain.save(Data("bob".utf8), for: bob, options: ItemOptions(accessibility: .afterFirstUnlock, synchronizable: true,
-                                                                     accessGroup: "team.shared", label: "Bob", comment: "bob's"))
-        clock.advance(10)
-        try keychain.save(Data("three".utf8), for: alice, options: ItemOptions(accessibility: .afterFirstUnlockThisDeviceOnly,
-                                                                         label: "Alice", comment: "changed"))
-        clock.advance(10)
-        try keychain.save(Data("four".utf8), for: alice, options: ItemOptions(accessibility: .whenUnlocked))
-        clock.advance(10)
-        let web = try InternetPassword(server: "example.com", account: "alice", protocol: .https, port: 443)
-        try keychain.save(Data("web".utf8), for: web, options: ItemOptions(label: "site"))
-        clock.advance(10)
-        try keychain.save(Data("web2".utf8), for: web)
-    }
-
-    /// Runs the saves on a fresh `stack` through `path`; gives the items it leaves.
-    private static func run(_ stack: TypedStack, _ path: SavePath) throws -> [KeychainQuery] {
-        var rows: [KeychainQuery] = []
+    @Test("internet passwords round-trip and their protocol tells two items apart", arguments: TypedStack.allCases)
+    func internetPasswords(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
-            let keychain: Keychain
-            switch (stack, path) {
-            case (.keychainFileThroughSecItem, .compiledSave):
-                keychain = Keychain(store: f.engine) // the same file engine, saved to directly
-                #expect(Keychain.engine(behind: keychain.store) != nil)
-            case (.keychainFileThroughSecItem, .addOrUpdate):
-                keychain = f.keychain // Keychain() → SystemKeychain → SecItem
-                #expect(keychain.store is SystemKeychain)
-            case (_, .compiledSave):
-                keychain = f.keychain
-                #expect(Keychain.engine(behind: keychain.store) != nil)
-            case (_, .addOrUpdate):
-                keychain = Keychain(store: AddOrUpdateStore(base: f.keychain.store))
-                #expect(Keychain.engine(behind: keychain.store) == nil)
-            }
-            try saves(keychain, clock: f.clock)
-            rows = try dump(f.engine)
+            let https = try InternetPassword(server: "example.com", account: "alice", protocol: .https, authenticationType: .htmlForm, port: 443, path: "/login")
+            let ftp = try InternetPassword(server: "example.com", account: "alice", protocol: .ftp)
+            try f.keychain.save("web", for: https)
+            try f.keychain.save("files", for: ftp)
+            try f.keychain.save("web2", for: https)
+            #expect(try f.keychain.string(for: https) == "web2")
+            #expect(try f.keychain.string(for: ftp) == "files")
+            #expect(try f.keychain.attributes(for: https)?.server == "example.com")
+            #expect(try f.keychain.delete(ftp))
+            #expect(try f.keychain.string(for: https) == "web2")
         }
-        return rows
     }
 
-    @Test("the same saves through compiledSave and through addOrUpdate leave identical items (attributes and data)",
+    @Test("deleting a service deletes all its accounts and nothing of another service or class", arguments: TypedStack.allCases)
+    func deleteService(stack: TypedStack) throws {
+        try TypedStackFixture.with(stack) { f in
+            for account in ["a", "b", "c"] { try f.keychain.save(account, for: item(account)) }
+            try f.keychain.save("synced", for: item("d"), options: ItemOptions(synchronizable: true))
+            try f.keychain.save("keep", for: GenericPassword(service: "com.example.other", account: "a"))
+            try f.keychain.save("keep-web", for: InternetPassword(server: service, account: "a"))
+            #expect(try f.keychain.deleteAll(service: service) == true)
+            #expect(try f.keychain.accounts(service: service).isEmpty)
+            #expect(try f.keychain.string(for: GenericPassword(service: "com.example.other", account: "a")) == "keep")
+            #expect(try f.keychain.string(for: InternetPassword(server: service, account: "a")) == "keep-web")
+            #expect(try f.keychain.deleteAll(service: service) == false)
+        }
+    }
+
+    @Test("a Codable value round-trips as JSON; a value of another shape fails with decodingFailed without the bytes",
           arguments: TypedStack.allCases)
-    func identicalItems(stack: TypedStack) throws {
-        let compiled = try Self.run(stack, .compiledSave)
-        let addOrUpdate = try Self.run(stack, .addOrUpdate)
-        #expect(compiled.count == 3)
-        #expect(compiled == addOrUpdate)
-        if compiled != addOrUpdate {
-            for (a, b) in zip(compiled, addOrUpdate) where a != b {
-                let keys = Set(a.keys).union(b.keys).filter { a[$0] != b[$0] }
-                Issue.record("differs in \(keys.sorted()): compiledSave \(keys.sorted().map { a[$0] }) addOrUpdate \(keys.sorted().map { b[$0] })")
-            }
-        }
-    }
-
-    @Test("every stack leaves the same items for the same saves (attributes and data)")
-    func identicalAcrossStacks() throws {
-        let reference = try Self.run(.engine, .compiledSave)
-        for stack in TypedStack.allCases {
-            for path in SavePath.allCases {
-                let rows = try Self.run(stack, path)
-                #expect(rows == reference, "\(stack) via \(path)")
-                for (a, b) in zip(reference, rows) where a != b {
-                    let keys = Set(a.keys).union(b.keys).filter { a[$0] != b[$0] }
-                    Issue.record("\(stack) via \(path) differs in \(keys.sorted()): \(keys.sorted().map { b[$0] }) instead of \(keys.sorted().map { a[$0] })")
-                }
-            }
+    func codable(stack: TypedStack) throws {
+        struct Token: Codable, Equatable { let user: String; let token: String }
+        try TypedStackFixture.with(stack) { f in
+            let value = Token(user: "alice", token: secretText)
+            try f.keychain.encode(value, for: item())
+            #expect(try f.keychain.value(Token.self, for: item()) == value)
+            #expect(try f.keychain.value(Token.self, for: item("nobody")) == nil)
+            try f.keychain.save(secretText + " not json", for: item())
+            let error = try #require(throws: KeychainError.self) { try f.keychain.value(Token.self, for: item()) }
+            #expect(error == .decodingFailed)
+            #expect(!String(describing: error).contains(secretText))
         }
     }
 }
