@@ -203,5 +203,20 @@ struct ProductionStackTypedAPITests {
             #expect(!String(describing: error).contains(secretText))
         }
     }
+
+    @Test("a .userPresence item: exists and attributes answer without a prompt (hasAccessControl true); reading the secret prompts once",
+          arguments: TypedStack.allCases)
+    func accessControl(stack: TypedStack) throws {
+        try TypedStackFixture.with(stack) { f in
+            let guarded = f.keychain(options: ItemOptions(accessControlFlags: .userPresence))
+            try guarded.save(secretData, for: item())
+            #expect(try f.keychain.exists(item()) == true)
+            #expect(try f.keychain.attributes(for: item())?.hasAccessControl == true)
+            #expect(try f.keychain.accounts(service: service).map(\.hasAccessControl) == [true])
+            #expect(f.authenticator.promptCount == 0)
+            #expect(try guarded.data(for: item()) == secretData)
+            #expect(f.authenticator.promptCount == 1)
+        }
+    }
 }
 #endif

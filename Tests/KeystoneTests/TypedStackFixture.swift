@@ -23,6 +23,8 @@ enum TypedStack: String, CaseIterable, CustomTestStringConvertible, Sendable {
 struct TypedStackFixture {
     let keychain: Keychain
     let engine: KeychainEngine
+    /// Answers the engine's prompts (success, counted).
+    let authenticator: ScriptedAuthenticator
     let clock = TestClock()
     private let directory: URL?
 
@@ -34,15 +36,18 @@ struct TypedStackFixture {
             let memory = InMemoryKeychain()
             keychain = Keychain(store: memory)
             engine = memory.engine
+            authenticator = memory.authenticator
             directory = nil
         case .engine:
-            engine = KeychainEngine(storage: MemoryStorage(), authenticator: ScriptedAuthenticator(defaultOutcome: .success))
+            authenticator = ScriptedAuthenticator(defaultOutcome: .success)
+            engine = KeychainEngine(storage: MemoryStorage(), authenticator: authenticator)
             keychain = Keychain(store: engine)
             directory = nil
         case .keychainFileThroughSecItem:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-typed-\(UUID().uuidString)")
             engine = try KeychainServicesDefaults.fileEngine(at: folder.appendingPathComponent("login.keychain-db").path)
-            engine.authenticator = ScriptedAuthenticator(defaultOutcome: .success)
+            authenticator = ScriptedAuthenticator(defaultOutcome: .success)
+            engine.authenticator = authenticator
             KeychainServicesDefaults.setEngine(engine)
             keychain = Keychain()
             directory = folder
