@@ -50,7 +50,7 @@ public struct StorageFactory: Sendable {
     }
 }
 
-/// The contract every ``KeychainStorage`` keeps, as clauses any storage's own tests can run.
+/// The contract every `KeychainStorage` keeps, as clauses any storage's own tests can run.
 ///
 /// Framework-neutral: a clause throws ``ContractViolation`` (or the storage's own error) when the storage breaks it,
 /// so Swift Testing and XCTest tests call it alike.
@@ -130,7 +130,7 @@ struct Checker {
         if !condition { throw ContractViolation(clause: clause, message: message(), location: "\(file):\(line)") }
     }
 
-    /// The status `body` throws (0 when it succeeds, `Int32.min` for an error that is not an ``EngineError``).
+    /// The status `body` throws (0 when it succeeds, `Int32.min` for an error that is not an `EngineError`).
     func status(_ body: () throws -> Void) -> Int32 {
         do { try body(); return 0 } catch let e as EngineError { return e.status } catch { return Int32.min }
     }
