@@ -218,5 +218,39 @@ struct ProductionStackTypedAPITests {
             #expect(f.authenticator.promptCount == 1)
         }
     }
+
+    @Test("migrating accessibility updates in place: same secret, same creation date; a missing item or empty service gives false",
+          arguments: TypedStack.allCases)
+    func migrateAccessibility(stack: TypedStack) throws {
+        try TypedStackFixture.with(stack) { f in
+            try f.keychain.save(secretData, for: item("a"))
+            try f.keychain.save("b", for: item("b"))
+            let created = try #require(try f.keychain.attributes(for: item("a"))?.creationDate)
+            f.clock.advance(5)
+            #expect(try f.keychain.migrate(item("a"), to: .afterFirstUnlockThisDeviceOnly))
+            #expect(try f.keychain.migrate(item("nobody"), to: .afterFirstUnlock) == false)
+            let migrated = try #require(try f.keychain.attributes(for: item("a")))
+            #expect(migrated.accessibility == .afterFirstUnlockThisDeviceOnly)
+            #expect(migrated.creationDate == created)
+            #expect(try f.keychain.data(for: item("a")) == secretData)
+            #expect(try f.keychain.migrateAll(service: service, to: .afterFirstUnlock))
+            #expect(try f.keychain.accounts(service: service).map(\.accessibility) == [.afterFirstUnlock, .afterFirstUnlock])
+            #expect(try f.keychain.migrateAll(service: "com.example.none", to: .afterFirstUnlock) == false)
+        }
+    }
+
+    @Test("the async forms do what the synchronous ones do", arguments: TypedStack.allCases)
+    func asyncForms(stack: TypedStack) async throws {
+        let fixture = try TypedStackFixture(stack)
+        defer { fixture.remove() }
+        let keychain = fixture.keychain
+        try await keychain.save("async", for: item())
+        #expect(try await keychain.string(for: item()) == "async")
+        try await keychain.update("again", for: item())
+        #expect(try await keychain.attributes(for: item())?.account == "alice")
+        #expect(try await keychain.accounts(service: service).count == 1)
+        #expect(try await keychain.delete(item()) == true)
+        #expect(try await keychain.data(for: item()) == nil)
+    }
 }
 #endif
