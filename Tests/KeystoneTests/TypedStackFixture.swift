@@ -1,6 +1,7 @@
 #if !canImport(Darwin)
 import Foundation
 import KeychainEngine
+import KeychainFile
 import KeychainServices
 import Keystone
 import KeystoneTesting
@@ -54,6 +55,16 @@ struct TypedStackFixture {
         }
         let clock = self.clock
         engine.configuration.now = { clock.now }
+    }
+
+    /// Locks the storage as `state` says: `MemoryStorage`'s lock state, or the keychain file's `lock()` /
+    /// `lockAfterFirstUnlock()`.
+    func lock(_ state: LockState) {
+        if let file = engine.storage as? KeychainFile {
+            if state == .lockedAfterFirstUnlock { file.lockAfterFirstUnlock() } else { file.lock() }
+        } else if let memory = engine.storage as? MemoryStorage {
+            memory.lockState = state
+        }
     }
 
     /// A keychain on the same store with other default options.
