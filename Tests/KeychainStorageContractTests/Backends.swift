@@ -25,7 +25,29 @@ enum Backends {
             guard let file = first as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
             let directory = URL(fileURLWithPath: file.path).deletingLastPathComponent()
             return try KeychainFile.create(at: directory.appendingPathComponent("second-\(UUID().uuidString).keychain-db").path, password: "pw")
+        },
+        damageRow: { storage, itemClass, rowID in
+            // A tampering writer with the sqlite3 tool: the row gets another row's sealed contents when there is one
+            // (a swap the file must detect), else its payload is zeroed.
+            guard let file = storage as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
+            let table = itemClass.rawValue
+            try sqlite3(file.path, """
+                UPDATE \(table) SET
+                  payload = coalesce((SELECT payload FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), zeroblob(length(payload))),
+                  wrapped = coalesce((SELECT wrapped FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), wrapped)
+                WHERE rowid = \(rowID);
+                """)
         })
+
+    /// Runs one statement with the sqlite3 tool (the test components install it).
+    static func sqlite3(_ path: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path, sql]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw EngineError(Status.param, "sqlite3 failed on \(path): status \(process.terminationStatus)") }
+    }
 
     static func freshDirectory() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("keystone-contract-\(UUID().uuidString)")

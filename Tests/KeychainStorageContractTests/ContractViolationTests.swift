@@ -36,6 +36,14 @@ struct ContractViolationTests {
         #expect(throws: ContractViolation.self) { try StorageContract.run(damaged, on: deleting) }
     }
 
+    @Test("a storage that serves a damaged row as readable fails the damaged-row clause (here the damage is a no-op)")
+    func unauthenticatedRowFails() throws {
+        let noDamage = StorageFactory(makeStorage: { MemoryStorage() }, damageRow: { _, _, _ in })
+        let damaged = try clause("a damaged row is reported")
+        let violation = try #require(throws: ContractViolation.self) { try StorageContract.run(damaged, on: noDamage) }
+        #expect(violation.message.contains("returned as readable"))
+    }
+
     @Test("a clause needing a capability the factory lacks does not apply, and running it says which capability is missing")
     func missingCapability() throws {
         let plain = StorageFactory(makeStorage: { MemoryStorage() })
