@@ -31,12 +31,17 @@ public struct StorageFactory: Sendable {
     /// Damages the stored row (its ciphertext, its index columns) the way a bad disk or a tampering writer would. Nil:
     /// the damaged-row clause does not apply (a storage that keeps rows only in memory has nothing to damage).
     public var damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)?
+    /// Puts the storage in a lock state (`lock()`, `lockAfterFirstUnlock()`, `unlock(password:)`). Nil: the lock-state
+    /// clause does not apply.
+    public var setLockState: (@Sendable (any KeychainStorage, LockState) throws -> Void)?
 
     /// A factory of fresh keychains, with the optional capabilities.
     public init(makeStorage: @escaping @Sendable () throws -> any KeychainStorage,
                 makeSecondKeychain: (@Sendable (any KeychainStorage) throws -> any KeychainStorage)? = nil,
-                damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)? = nil) {
+                damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)? = nil,
+                setLockState: (@Sendable (any KeychainStorage, LockState) throws -> Void)? = nil) {
         self.makeStorage = makeStorage
+        self.setLockState = setLockState
         self.makeSecondKeychain = makeSecondKeychain
         self.damageRow = damageRow
     }
@@ -46,6 +51,7 @@ public struct StorageFactory: Sendable {
         var result: Set<StorageContract.Capability> = []
         if makeSecondKeychain != nil { result.insert(.secondKeychain) }
         if damageRow != nil { result.insert(.damageRow) }
+        if setLockState != nil { result.insert(.lockState) }
         return result
     }
 }
@@ -61,6 +67,8 @@ public enum StorageContract {
         case secondKeychain
         /// ``StorageFactory/damageRow``.
         case damageRow
+        /// ``StorageFactory/setLockState``.
+        case lockState
     }
 
     /// One rule of the contract.

@@ -16,7 +16,11 @@ import KeychainEtcd
 enum Backends {
     static let memory = StorageFactory(
         makeStorage: { MemoryStorage() },
-        makeSecondKeychain: { _ in MemoryStorage() })
+        makeSecondKeychain: { _ in MemoryStorage() },
+        setLockState: { storage, state in
+            guard let memory = storage as? MemoryStorage else { throw EngineError(Status.param, "not a memory storage") }
+            memory.lockState = state
+        })
 
     static let keychainFile = StorageFactory(
         makeStorage: { try KeychainFile.create(at: freshDirectory().appendingPathComponent("test.keychain-db").path, password: "pw") },
@@ -37,6 +41,14 @@ enum Backends {
                   wrapped = coalesce((SELECT wrapped FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), wrapped)
                 WHERE rowid = \(rowID);
                 """)
+        },
+        setLockState: { storage, state in
+            guard let file = storage as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
+            switch state {
+            case .locked: file.lock()
+            case .lockedAfterFirstUnlock: file.lockAfterFirstUnlock()
+            case .unlocked: try file.unlock(password: "pw")
+            }
         })
 
     /// Runs one statement with the sqlite3 tool (the test components install it).
@@ -60,7 +72,15 @@ enum Backends {
     /// is another name on the same cluster.
     static let etcd = StorageFactory(
         makeStorage: { try makeEtcdKeychain() },
-        makeSecondKeychain: { _ in try makeEtcdKeychain() })
+        makeSecondKeychain: { _ in try makeEtcdKeychain() },
+        setLockState: { storage, state in
+            guard let keychain = storage as? EtcdKeychain else { throw EngineError(Status.param, "not an etcd keychain") }
+            switch state {
+            case .locked: keychain.lock()
+            case .lockedAfterFirstUnlock: keychain.lockAfterFirstUnlock()
+            case .unlocked: try keychain.unlock(password: "pw")
+            }
+        })
 
     static func makeEtcdKeychain() throws -> any KeychainStorage {
         let cluster = try EtcdTestCluster.shared()
