@@ -180,7 +180,7 @@ extension StorageWriter {
 /// Where a keychain keeps its rows: memory, an encrypted file, the Secret Service.
 ///
 /// The engine (``KeychainEngine``) implements Apple's rules; a storage only keeps rows. What every
-/// storage must do, checked by the shared contract suite (`KeychainStorageContract` in the tests):
+/// storage must do, checked by the contract suite any storage can run, the `KeychainStorageTesting` product (`StorageContract.clauses`):
 ///
 /// - **Tables**: one per ``ItemClass``, each with a UNIQUE constraint over the class's primary key
 ///   (``ClassSchema/primaryKey``); an insert or replace that would break it fails with
