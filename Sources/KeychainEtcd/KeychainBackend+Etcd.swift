@@ -35,10 +35,7 @@ extension KeychainServicesDefaults {
     public static func useEtcd(_ etcd: EtcdConfiguration, password: String? = nil, configuration: EngineConfiguration? = nil) throws -> KeychainEngine {
         let storage = try EtcdKeychain.open(etcd)
         if let password { try storage.unlock(password: password) }
-        let engine = configuration.map { KeychainEngine(storage: storage, configuration: $0, authenticator: KeychainServicesDefaults.authenticator) }
-            ?? KeychainServicesDefaults.followingEngine(storage)
-        KeychainServicesDefaults.setEngine(engine)
-        return engine
+        return KeychainServicesDefaults.use(storage, configuration: configuration)
     }
 }
 #endif

@@ -34,10 +34,7 @@ extension KeychainServicesDefaults {
     public static func useSecretService(_ options: SecretServiceStorage.Options = SecretServiceStorage.Options(environment: ProcessInfo.processInfo.environment),
                                         configuration: EngineConfiguration? = nil) throws -> KeychainEngine {
         let storage = try SecretServiceStorage(options: options)
-        let engine = configuration.map { KeychainEngine(storage: storage, configuration: $0, authenticator: KeychainServicesDefaults.authenticator) }
-            ?? KeychainServicesDefaults.followingEngine(storage)
-        KeychainServicesDefaults.setEngine(engine)
-        return engine
+        return KeychainServicesDefaults.use(storage, configuration: configuration)
     }
 }
 #endif

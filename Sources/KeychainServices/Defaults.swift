@@ -127,8 +127,16 @@ public enum KeychainServicesDefaults {
     ///   follows ``useSecureEnclave(_:)``.
     @discardableResult
     public static func useMemoryKeychain(configuration: EngineConfiguration? = nil) -> KeychainEngine {
-        let engine = configuration.map { KeychainEngine(storage: MemoryStorage(), configuration: $0, authenticator: authenticator) }
-            ?? followingEngine(MemoryStorage())
+        use(MemoryStorage(), configuration: configuration)
+    }
+
+    /// Uses `storage` from now on, and returns its engine: with `configuration` and the current ``authenticator``, or
+    /// nil: ``standardConfiguration()`` (the engine then follows ``useSecureEnclave(_:)``). A backend's `use…`
+    /// functions end here.
+    @discardableResult
+    package static func use(_ storage: any KeychainStorage, configuration: EngineConfiguration?) -> KeychainEngine {
+        let engine = configuration.map { KeychainEngine(storage: storage, configuration: $0, authenticator: authenticator) }
+            ?? followingEngine(storage)
         setEngine(engine)
         return engine
     }
