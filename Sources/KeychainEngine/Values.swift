@@ -37,13 +37,25 @@ public enum Accessibility: String, Sendable, CaseIterable, Hashable, Codable {
     /// `akpu`: only while unlocked and only while a passcode is set; never migrated.
     case whenPasscodeSetThisDeviceOnly = "akpu"
 
-    /// Whether the secret of an item with this accessibility can be used in `state`.
+    /// Whether the secret of an item with this accessibility can be used in `state`: the one rule every storage
+    /// follows (the engine, memory, the keychain file, etcd, the Secret Service).
+    ///
+    /// - `unlocked`: every item.
+    /// - `lockedAfterFirstUnlock`: `afterFirstUnlock*` and `always*` items, as a device locked again after its first
+    ///   unlock serves them.
+    /// - `locked` (never unlocked since start, or locked explicitly as `security lock-keychain` does): no item.
+    ///
+    /// Decision: `always*` items are not served before the first unlock. Apple's class D key is protected by the
+    /// device's hardware key alone; no Keystone storage holds a key that opens without the keychain's password (or
+    /// its TPM seal), so an `always*` item is kept as an `afterFirstUnlock*` one is, the class Apple recommends in
+    /// its place since deprecating `kSecAttrAccessibleAlways` (iOS 12).
     public func isAvailable(in state: LockState) -> Bool {
         switch (self, state) {
-        case (.always, _), (.alwaysThisDeviceOnly, _): return true
         case (_, .unlocked): return true
-        case (.afterFirstUnlock, .lockedAfterFirstUnlock), (.afterFirstUnlockThisDeviceOnly, .lockedAfterFirstUnlock): return true
-        default: return false
+        case (_, .locked): return false
+        case (.afterFirstUnlock, .lockedAfterFirstUnlock), (.afterFirstUnlockThisDeviceOnly, .lockedAfterFirstUnlock),
+             (.always, .lockedAfterFirstUnlock), (.alwaysThisDeviceOnly, .lockedAfterFirstUnlock): return true
+        case (_, .lockedAfterFirstUnlock): return false
         }
     }
 
@@ -58,7 +70,8 @@ public enum Accessibility: String, Sendable, CaseIterable, Hashable, Codable {
 
 /// The lock state of a keychain, which decides which accessibility classes are available.
 public enum LockState: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Locked and never unlocked since start: only `always` items are available.
+    /// Locked: never unlocked since start, or locked explicitly (`lock()`, `security lock-keychain`): no item is
+    /// available.
     case locked
     /// Unlocked: everything is available.
     case unlocked

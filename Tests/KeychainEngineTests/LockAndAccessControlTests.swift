@@ -14,7 +14,8 @@ struct LockStateTests {
         (.lockedAfterFirstUnlock, .whenUnlocked, false), (.lockedAfterFirstUnlock, .whenUnlockedThisDeviceOnly, false),
         (.lockedAfterFirstUnlock, .afterFirstUnlock, true), (.lockedAfterFirstUnlock, .afterFirstUnlockThisDeviceOnly, true),
         (.lockedAfterFirstUnlock, .always, true), (.lockedAfterFirstUnlock, .whenPasscodeSetThisDeviceOnly, false),
-        (.locked, .whenUnlocked, false), (.locked, .afterFirstUnlock, false), (.locked, .alwaysThisDeviceOnly, true),
+        (.locked, .whenUnlocked, false), (.locked, .afterFirstUnlock, false), (.locked, .always, false),
+        (.locked, .alwaysThisDeviceOnly, false),
     ] as [(LockState, Accessibility, Bool)])
     func availability(_ state: LockState, _ accessibility: Accessibility, _ available: Bool) throws {
         let f = Fixture()
@@ -68,14 +69,19 @@ struct LockStateTests {
         #expect(status { _ = try f.engine.copyMatching(genp("svc", nil, attributes.merging([Key.accessible: .string(Accessibility.whenUnlocked.rawValue)]) { $1 })) } == Status.interactionNotAllowed)
     }
 
-    @Test("adding an item whose class is unavailable fails while locked; always items can be added")
+    @Test("before the first unlock no item can be added, always ones included; after it afterFirstUnlock and always ones can")
     func addWhileLocked() throws {
         let f = Fixture()
         f.storage.lockState = .locked
+        for accessibility in [Accessibility.whenUnlocked, .afterFirstUnlock, .always, .alwaysThisDeviceOnly] {
+            #expect(status { try f.engine.add(item(accessibility.rawValue, accessibility)) } == Status.interactionNotAllowed)
+        }
+        #expect(f.storage.count == 0)
+        f.storage.lockState = .lockedAfterFirstUnlock
         #expect(status { try f.engine.add(item("a", .whenUnlocked)) } == Status.interactionNotAllowed)
-        #expect(status { try f.engine.add(item("b", .afterFirstUnlock)) } == Status.interactionNotAllowed)
+        try f.engine.add(item("b", .afterFirstUnlock))
         try f.engine.add(item("c", .always))
-        #expect(f.storage.count == 1)
+        #expect(f.storage.count == 2)
     }
 
     @Test("whenPasscodeSetThisDeviceOnly needs a passcode")
