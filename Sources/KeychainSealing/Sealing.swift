@@ -8,7 +8,7 @@ package enum ProtectionClass: String, CaseIterable, Sendable {
     case a = "A"
     /// `afterFirstUnlock*`: also while locked after a first unlock.
     case c = "C"
-    /// `always*`: whenever the keychain has been unlocked once in this session.
+    /// `always*`: whenever the keychain has been unlocked once in this session (as C: not before the first unlock).
     case d = "D"
 
     package init(_ accessibility: Accessibility) {

@@ -121,8 +121,9 @@ public final class InMemoryKeychain: EngineBackedStore, Sendable {
 
     // MARK: - Controls
 
-    /// The lock state: `.locked` makes every item but `always` ones fail with
-    /// `errSecInteractionNotAllowed`; `.lockedAfterFirstUnlock` keeps `afterFirstUnlock` items available.
+    /// The lock state: `.locked` (before the first unlock, or locked explicitly) makes every item fail with
+    /// `errSecInteractionNotAllowed`, `always` ones included; `.lockedAfterFirstUnlock` keeps `afterFirstUnlock`
+    /// and `always` items available. The same rule as every Keystone storage (`Accessibility.isAvailable(in:)`).
     public var lockState: LockState {
         get { storage.lockState }
         set { storage.lockState = newValue }
