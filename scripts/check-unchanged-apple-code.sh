@@ -31,8 +31,8 @@ fail() { echo "unchanged Apple code: FAILED ($*)"; exit 1; }
 
 # The build, with the caller's environment (SwiftPM's caches of the dependencies' repositories are under HOME).
 # This package builds the Linux `Security` module, so a rebuild of swift-certificates' X509 in its build folder (a
-# version update) would see that module through X509's `#if canImport(Security)` and fail ("missing required module"):
-# the known limitation the README describes. The module is removed first; it is rebuilt after X509, in a second or two.
+# version update) would see that module through X509's `#if canImport(Security)` and fail ("missing required module";
+# seen with a touched X509 source). The module is removed first: it is rebuilt after X509, in a second or two.
 start=$(date +%s)
 rm -f "$package"/.build/*/debug/Modules/Security.*
 if ! swift build --build-tests --package-path "$package" > "$work/build.log" 2>&1; then
