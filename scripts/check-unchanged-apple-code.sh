@@ -36,8 +36,9 @@ fail() { echo "unchanged Apple code: FAILED ($*)"; exit 1; }
 start=$(date +%s)
 rm -f "$package"/.build/*/debug/Modules/Security.*
 if ! swift build --build-tests --package-path "$package" > "$work/build.log" 2>&1; then
-    grep -E "error:" "$work/build.log" | sort -u | head -30 || tail -30 "$work/build.log"
-    fail "the package does not build: $work/build.log"
+    errors=$(grep -E "error:" "$work/build.log" | sort -u | head -30 || true)
+    if [ -n "$errors" ]; then echo "$errors"; else tail -30 "$work/build.log"; fi
+    fail "Tests/UnchangedAppleApp does not build"
 fi
 built=$(( $(date +%s) - start ))
 
@@ -63,7 +64,8 @@ testing_skipped=$(grep -cE '^[^ ]+ Test .+ skipped' "$work/test.log" || true)
 
 if [ "$status" -ne 0 ] || [ -z "$xctest_executed" ] || [ -z "$testing_total" ] || [ "${xctest_failures:-1}" != 0 ] \
     || ! echo "$testing_line" | grep -q "passed"; then
-    grep -E "error:|: error|failed|✘" "$work/test.log" | head -30 || true
+    failures=$(grep -E "error:|: error|failed|✘" "$work/test.log" | head -30 || true)
+    if [ -n "$failures" ]; then echo "$failures"; else tail -30 "$work/test.log"; fi
     fail "swift test exited with $status; XCTest: ${xctest_line:-no summary}; Swift Testing: ${testing_line:-no summary}"
 fi
 xctest_passed=$(( xctest_executed - ${xctest_skipped:-0} ))
