@@ -5,6 +5,9 @@
 # migration) and its XCTest and Swift Testing tests, copied with their `import` lines (Foundation, Security, CryptoKit,
 # LocalAuthentication) and built against this repository's `Security`, `LocalAuthentication` and `CryptoKit` products.
 #
+# The same files are also type-checked against the Apple SDK stand-in (Tests/AppleSDKStandIn), as Apple code: the glue's
+# imports are ones Apple platforms need too, and nothing uses a name only Keystone has.
+#
 # The package builds in its own folder (Tests/UnchangedAppleApp/.build: the first build compiles Keystone and its
 # dependencies again). Its tests use the default keychain, a keychain file, as an app does; they run with HOME and the
 # XDG folders in a temporary directory, so they never touch the user's keychain or UserDefaults, and with
@@ -41,6 +44,24 @@ if ! swift build --build-tests --package-path "$package" > "$work/build.log" 2>&
     fail "Tests/UnchangedAppleApp does not build"
 fi
 built=$(( $(date +%s) - start ))
+
+# The same files as Apple code: type-checked against the Apple SDK stand-in (Tests/AppleSDKStandIn: Security,
+# LocalAuthentication and CryptoKit with Apple's signatures), in Swift 5 language mode as Xcode makes new projects.
+# This proves that the glue's `import` lines are ones the code needs on Apple platforms too, not Linux-only
+# additions, and that nothing here uses a Keystone-only name. swift-crypto's module comes from this package's build.
+modules="$(ls -d "$package"/.build/*/debug/Modules | head -n 1)"
+sdk="$work/sdk"; mkdir -p "$sdk"
+standin() { swiftc -parse-as-library -module-cache-path "$work/module-cache" "$@" > "$work/standin.log" 2>&1 \
+    || { grep -E "error:" "$work/standin.log" | sort -u | head -20; fail "Tests/UnchangedAppleApp does not compile against the Apple SDK stand-in"; }; }
+for module in Darwin Security LocalAuthentication; do
+    standin -swift-version 6 -emit-module -module-name "$module" -emit-module-path "$sdk/$module.swiftmodule" \
+        "$repo/Tests/AppleSDKStandIn/$module"/*.swift
+done
+standin -swift-version 6 -emit-module -module-name CryptoKit -emit-module-path "$sdk/CryptoKit.swiftmodule" -I "$sdk" -I "$modules" \
+    "$repo/Tests/AppleSDKStandIn/CryptoKit"/*.swift
+standin -swift-version 5 -emit-module -enable-testing -module-name MyApp -emit-module-path "$sdk/MyApp.swiftmodule" -I "$sdk" -I "$modules" \
+    "$package"/Sources/MyApp/*.swift
+standin -swift-version 5 -typecheck -module-name MyAppTests -I "$sdk" -I "$modules" "$package"/Tests/MyAppTests/*.swift
 
 # The tests, kept off the user's keychain and defaults.
 mkdir -p "$work/home" "$work/data" "$work/config"

@@ -12,10 +12,13 @@ import PackageDescription
 // scripts/check-unchanged-apple-code.sh from the repository's root: it builds in its own folder
 // (Tests/UnchangedAppleApp/.build) and keeps the tests off the user's keychain.
 //
-// The app's code in Swift 6 language mode (the default of this tools version), without Keystone's ExistentialAny
-// setting: it names protocols as types without `any`, as app code does. Its tests in Swift 5 language mode, as Xcode
-// makes new projects: they call XCTest's `waitForExpectations(timeout:)`, which is main-actor isolated, from
-// nonisolated test methods, an error in Swift 6 mode.
+// The app's code in Swift 6 language mode (the default of this tools version), the strictest check of Keystone's API,
+// without Keystone's ExistentialAny setting: it names protocols as types without `any`, as app code does. On Apple
+// platforms it needs Swift 5 mode, as Xcode makes new projects: Apple's `LAContext.evaluatePolicy` takes a `@Sendable`
+// reply, the app's `BiometricAuthContext` protocol a plain one, a mismatch Swift 6 mode rejects there (Keystone's
+// LAContext accepts a plain reply, for such protocols). The script type-checks the same files against the Apple SDK
+// stand-in in Swift 5 mode. The tests are in Swift 5 mode here too: they call XCTest's `waitForExpectations(timeout:)`,
+// which is main-actor isolated, from nonisolated test methods, an error in Swift 6 mode.
 
 let linux: [Platform] = [.linux]
 
