@@ -244,28 +244,28 @@ extension KeychainEngine {
             try Self.checkEntitlement(group, config)
         }
         return try memory.withTable(key.itemClass) { table, lockState in
-            // The update's targets, should the item exist: the rows matching the identity query, which names
-            // the group only when the caller did. The item exists when one of them is in the add's group.
-            let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
             if mode != .exists {
                 guard accessibility.isAvailable(in: lockState) else {
                     throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
                 }
-                if !targets.contains(where: { table.row($0)?.group == resolvedGroup }) {
-                    var values = ContiguousArray<(AttributeID, AttributeValue)>(key.values)
-                    values.append((Self.groupID, .string(resolvedGroup)))
-                    values.append((Self.syncID, .bool(sync)))
-                    values.append((Self.accessibleID, .string(accessibility.rawValue)))
-                    values.append((Self.creationID, .date(now)))
-                    values.append((Self.modificationID, .date(now)))
-                    if let label { values.append((Self.labelID, .string(label))) }
-                    if let comment { values.append((Self.commentID, .string(comment))) }
-                    values.sort { $0.0 < $1.0 }
-                    _ = try table.insert(MemoryStorage.Row(values: values, secret: secret, accessControl: nil))
+                var values = ContiguousArray<(AttributeID, AttributeValue)>(key.values)
+                values.append((Self.groupID, .string(resolvedGroup)))
+                values.append((Self.syncID, .bool(sync)))
+                values.append((Self.accessibleID, .string(accessibility.rawValue)))
+                values.append((Self.creationID, .date(now)))
+                values.append((Self.modificationID, .date(now)))
+                if let label { values.append((Self.labelID, .string(label))) }
+                if let comment { values.append((Self.commentID, .string(comment))) }
+                values.sort { $0.0 < $1.0 }
+                // The table's UNIQUE check says whether the item exists (as the storage's insert does for add).
+                if try table.insertUnlessTaken(MemoryStorage.Row(values: values, secret: secret, accessControl: nil)) != nil {
                     return .added
                 }
                 if mode == .added { return .exists }
             }
+            // The update's targets, the item existing: the rows matching the identity query, which names the group
+            // only when the caller did.
+            let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
             guard !targets.isEmpty else { throw EngineError.itemNotFound }
             for id in targets {
                 let row = table.row(id)!

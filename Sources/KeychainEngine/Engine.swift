@@ -269,12 +269,10 @@ public final class KeychainEngine: Sendable {
     private func performAdd(_ input: KeychainQuery) throws -> ItemResult? {
         let (q, prepared) = try prepareAdd(input, configuration)
         var item = prepared
-        item.rowID = try storage.write { tx -> Int64 in
-            if !(try tx.candidates(in: q.itemClass, matching: Self.primaryKeyConstraints(of: item))).isEmpty {
-                throw EngineError.duplicateItem("an item with the same primary key exists")
-            }
-            return try tx.insert(item)
-        }
+        // The storage owns the duplicate check: its insert enforces the UNIQUE constraint over the primary key and
+        // fails with errSecDuplicateItem, changing nothing, whether the existing row is readable or not (a row of a
+        // locked class still holds its key), as Apple's SecItemAdd does. The engine does not look first.
+        item.rowID = try storage.write { try $0.insert(item) }
         guard q.hasReturnKeys else { return nil }
         return shape([result(for: item, q, data: item.secret)], q, limitOverride: .one)
     }
@@ -318,9 +316,7 @@ public final class KeychainEngine: Sendable {
         let now = config.now()
         attributes[Key.creationDate] = .date(now)
         attributes[Key.modificationDate] = .date(now)
-        for key in schema.primaryKey where attributes[key] == nil {
-            attributes[key] = schema.attributes[key]!.type.emptyValue
-        }
+        attributes.merge(schema.primaryKey(of: attributes)) { given, _ in given }  // missing ones as empty values
         if let ac = q.accessControl, ac.flags.contains(.biometryCurrentSet) {
             attributes[Self.enrollmentAttribute] = .data(currentBiometryState())
         }
@@ -438,7 +434,7 @@ public final class KeychainEngine: Sendable {
                                          schema: ClassSchema) -> String? {
         if item.itemClass != q.itemClass { return "the storage returned a row of another class" }
         if let ref = q.persistentReference, item.rowID != ref.rowID { return "the storage returned another row than the reference named" }
-        for (key, value) in constraints where (item.attributes[key] ?? schema.attributes[key]?.type.emptyValue) != value {
+        for (key, value) in constraints where schema.storedValue(of: key, in: item.attributes) != value {
             return "the storage returned a row that contradicts its search"
         }
         return nil
@@ -452,7 +448,7 @@ public final class KeychainEngine: Sendable {
             guard let group = item.attributes[Key.accessGroup]?.stringValue, groups.contains(group) else { return false }
         }
         for (key, value) in wanted {
-            let stored = item.attributes[key] ?? schema.attributes[key]?.type.emptyValue
+            let stored = schema.storedValue(of: key, in: item.attributes)
             if stored == value { continue }
             if caseInsensitive, let a = stored?.stringValue, let b = value.stringValue,
                a.compare(b, options: .caseInsensitive) == .orderedSame { continue }
@@ -784,7 +780,7 @@ public final class KeychainEngine: Sendable {
         if case .entitled(let groups) = config.accessGroups, groups.isEmpty { return false }
         let schema = ClassSchema.of(item.itemClass)
         for key in schema.primaryKey {
-            guard let value = wanted[key], value == (item.attributes[key] ?? schema.attributes[key]!.type.emptyValue) else { return false }
+            guard let value = wanted[key], value == schema.primaryKeyValue(key, of: item.attributes) else { return false }
         }
         if let group = wanted[Key.accessGroup]?.stringValue, case .entitled(let groups) = config.accessGroups, !groups.contains(group) { return false }
         return true

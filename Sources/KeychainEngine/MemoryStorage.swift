@@ -312,14 +312,16 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
 
         func row(_ id: Int64) -> Row? { rows[id] }
 
-        /// The value of `id` in `row`, or the schema's empty value (rows lacking a key attribute hold it).
+        /// The value of `id` in `row`, a missing attribute counting as its type's empty value (``ClassSchema/storedValue(_:of:)``).
         func value(_ row: Row, _ id: AttributeID) -> AttributeValue? {
-            row.value(id) ?? schema.attributes[id.name]?.type.emptyValue
+            schema.storedValue(row.value(id), of: id.name)
         }
 
+        /// The hash of the primary key but the group, `value` giving each attribute's value (missing ones count as
+        /// empty, ``ClassSchema/storedValue(_:of:)``).
         func groupFreeHash(_ value: (AttributeID) -> AttributeValue?) -> Int {
             var hasher = Hasher()
-            for id in groupFreeKey { hasher.combine(value(id) ?? schema.attributes[id.name]!.type.emptyValue) }
+            for id in groupFreeKey { hasher.combine(schema.storedValue(value(id), of: id.name)) }
             return hasher.finalize()
         }
 
@@ -351,7 +353,16 @@ public final class MemoryStorage: KeychainStorage, @unchecked Sendable {
 
         /// Inserts `row` under `id` (a new id when nil); fails with errSecDuplicateItem on a taken primary key.
         mutating func insert(_ row: Row, id: Int64? = nil) throws -> Int64 {
-            if primaryKeyHolder(of: row) != nil { throw EngineError.duplicateItem("an item with the same primary key exists") }
+            guard let rowID = try insertUnlessTaken(row, id: id) else {
+                throw EngineError.duplicateItem("an item with the same primary key exists")
+            }
+            return rowID
+        }
+
+        /// The table's UNIQUE check: inserts `row` under `id` (a new id when nil) and returns its row id, or returns
+        /// nil and changes nothing when a row holds its primary key.
+        mutating func insertUnlessTaken(_ row: Row, id: Int64? = nil) throws -> Int64? {
+            if primaryKeyHolder(of: row) != nil { return nil }
             let rowID = id ?? nextRowID
             guard rowID <= Int64(UInt32.max) else { throw EngineError(Status.allocate, "the memory storage is full") }
             nextRowID = max(nextRowID, rowID + 1)

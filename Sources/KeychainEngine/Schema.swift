@@ -91,17 +91,58 @@ public struct ClassSchema: Sendable {
         }
     }
 
+    // MARK: - A missing attribute: the one rule
+
+    /// The value an item of this class holds for `key`, given `held`, what its attributes have for it: `held`, or
+    /// when they have nothing, the empty value of the attribute's type (``AttributeType/emptyValue``).
+    ///
+    /// The rule, written here once: an add stores a missing primary-key attribute as its type's empty value, so
+    /// every UNIQUE check, digest, index and comparison counts a missing attribute as that value (a row written
+    /// without one, an attribute dictionary that leaves it out). Storages and the engine call this (or
+    /// ``storedValue(of:in:)``, ``primaryKeyValue(_:of:)``, ``primaryKey(of:)``), never the rule themselves.
+    ///
+    /// - Returns: nil only when nothing is held for a key the class does not know.
+    public func storedValue(_ held: AttributeValue?, of key: String) -> AttributeValue? {
+        held ?? attributes[key]?.type.emptyValue
+    }
+
+    /// The value `attributes` hold for `key`, a missing attribute of the class counting as its type's empty value
+    /// (``storedValue(_:of:)``); nil for a key the class does not know that `attributes` do not hold.
+    public func storedValue(of key: String, in attributes: [String: AttributeValue]) -> AttributeValue? {
+        storedValue(attributes[key], of: key)
+    }
+
+    /// The value `attributes` hold for the primary-key attribute `key`, its type's empty value when they lack it
+    /// (``storedValue(_:of:)``).
+    ///
+    /// - Precondition: `key` is an attribute of the class (every ``primaryKey`` attribute is).
+    public func primaryKeyValue(_ key: String, of attributes: [String: AttributeValue]) -> AttributeValue {
+        guard let value = storedValue(of: key, in: attributes) else {
+            preconditionFailure("'\(key)' is not an attribute of the class \(itemClass.rawValue)")
+        }
+        return value
+    }
+
     /// The primary key of `attributes` as constraints: each primary-key attribute with its value (missing ones as
-    /// empty values), as a storage's UNIQUE check and lookups take it.
+    /// empty values, ``primaryKeyValue(_:of:)``), as a storage's UNIQUE check and lookups take it.
     public func primaryKey(of attributes: [String: AttributeValue]) -> [String: AttributeValue] {
         var key: [String: AttributeValue] = [:]
-        for attribute in primaryKey { key[attribute] = attributes[attribute] ?? self.attributes[attribute]!.type.emptyValue }
+        for attribute in primaryKey { key[attribute] = primaryKeyValue(attribute, of: attributes) }
+        return key
+    }
+
+    /// The primary key of the item a SecItem dictionary describes (an add's attributes, a search result's): each
+    /// primary-key attribute with its value in `attributes`, a missing one as the empty value an add stores for it
+    /// (``primaryKeyValue(_:of:)``); the other keys are left out. With `kSecClass`, the query naming exactly that item.
+    public func primaryKeyQuery(of attributes: KeychainQuery) -> KeychainQuery {
+        var key: KeychainQuery = [:]
+        for attribute in primaryKey { key[attribute] = attributes[attribute] ?? KeychainValue(primaryKeyValue(attribute, of: [:])) }
         return key
     }
 
     /// The primary-key values of `attributes` in ``primaryKey`` order (missing ones as empty values).
     package func primaryKeyValues(of attributes: [String: AttributeValue]) -> [AttributeValue] {
-        primaryKey.map { attributes[$0] ?? self.attributes[$0]!.type.emptyValue }
+        primaryKey.map { primaryKeyValue($0, of: attributes) }
     }
 
     // The column types follow Apple's SecItemSchema.c (see ``AttributeType`` for what each accepts).
