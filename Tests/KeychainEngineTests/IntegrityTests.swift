@@ -5,7 +5,7 @@ import Testing
 /// A storage whose index lies: for a search by `account`, it returns the rows of `substitute` instead, as a
 /// keychain file whose digest columns were swapped would without its integrity checks. It also reports chosen
 /// rows as damaged (`errSecDecode`), as a file reports a row that fails to open.
-final class LyingStorage: KeychainStorage, @unchecked Sendable {
+final class LyingStorage: KeychainStorage {
     let inner = MemoryStorage()
     let lie = Locked<(account: String, substitute: String)?>(nil)
     let damaged = Locked<Set<Int64>>([])

@@ -221,7 +221,7 @@ struct AccessControlTests {
     @Test("the authenticator is never called while a storage transaction is open")
     func authenticationOutsideTransaction() throws {
         /// A storage that knows when one of its transactions is open.
-        final class Observed: KeychainStorage, @unchecked Sendable {
+        final class Observed: KeychainStorage {
             let inner = MemoryStorage()
             let open = Locked(0)
             var lockState: LockState { inner.lockState }
@@ -251,7 +251,7 @@ struct AccessControlTests {
 
 @Suite("Hooks")
 struct HookTests {
-    final class Recorder: EngineHook, @unchecked Sendable {
+    final class Recorder: EngineHook {
         let log = Locked<[(KeychainOperation, Int32)]>([])
         let failNext = Locked<Int32?>(nil)
         func willPerform(_ operation: KeychainOperation, query: KeychainQuery, attributesToUpdate: KeychainQuery?) throws {
