@@ -135,11 +135,7 @@ struct EtcdRow: Sendable, Hashable {
         bytes.append(contentsOf: "keystone-etcd-row-v1\u{0}".utf8)
         bytes.append(contentsOf: keychainID)
         bytes.append(contentsOf: "\u{0}\(itemClass.rawValue)\u{0}\(protection.rawValue)\u{0}".utf8)
-        withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
-        for part in [primaryKey] + digests {
-            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: part)
-        }
+        RowDigest.appendBinding(rowID: rowID, primaryKey: primaryKey, digests: digests, to: &bytes)
         return Data(bytes)
     }
 }

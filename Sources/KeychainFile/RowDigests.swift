@@ -48,7 +48,7 @@ extension KeychainFile {
         return Digests(
             pk: compositeDigest(cls, attributes, index, version: version),
             columns: schema.primaryKey.map { key in
-                digest(cls, key, attributes[key] ?? schema.attributes[key]!.type.emptyValue, index, version: version)
+                digest(cls, key, schema.primaryKeyValue(key, of: attributes), index, version: version)
             })
     }
 
@@ -66,11 +66,7 @@ extension KeychainFile {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64 + 32 * (digests.count + 1))
         bytes.append(contentsOf: "keystone-row-v2\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
-        withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
-        for part in [pk] + digests {
-            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: part)
-        }
+        RowDigest.appendBinding(rowID: rowID, primaryKey: pk, digests: digests, to: &bytes)
         return Data(bytes)
     }
 }

@@ -43,7 +43,7 @@ package enum RowDigest {
         for key in keys {
             bytes.append(0)
             bytes.append(contentsOf: key.utf8)
-            writeMatchForm(attributes[key] ?? schema.attributes[key]!.type.emptyValue, of: key, in: cls, byBytes: byBytes, to: &bytes)
+            writeMatchForm(schema.primaryKeyValue(key, of: attributes), of: key, in: cls, byBytes: byBytes, to: &bytes)
         }
         return Sealing.digest(bytes, mac: mac)
     }
@@ -52,7 +52,18 @@ package enum RowDigest {
     package static func columns(_ cls: ItemClass, _ attributes: [String: AttributeValue], mac: HMAC<SHA256>) -> [Data] {
         let schema = ClassSchema.of(cls)
         return schema.primaryKey.map { key in
-            attribute(cls, key, attributes[key] ?? schema.attributes[key]!.type.emptyValue, mac: mac)
+            attribute(cls, key, schema.primaryKeyValue(key, of: attributes), mac: mac)
+        }
+    }
+
+    /// Appends what a row's associated data binds after its header: the row id (8 bytes, big-endian), then the
+    /// primary-key digest and each digest column, each after its length (4 bytes, big-endian). The keychain file
+    /// (format 2 and later) and etcd bind a row to its place this way.
+    package static func appendBinding(rowID: Int64, primaryKey: Data, digests: [Data], to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
+        for part in [primaryKey] + digests {
+            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
+            bytes.append(contentsOf: part)
         }
     }
 

@@ -132,7 +132,7 @@ enum ItemMapping {
         var item = try RowCodec.decode(metadata, itemClass: itemClass, rowID: rowID)
         let schema = ClassSchema.of(itemClass)
         for attribute in schema.primaryKey {
-            let value = item.attributes[attribute] ?? schema.attributes[attribute]!.type.emptyValue
+            let value = schema.primaryKeyValue(attribute, of: item.attributes)
             guard attributes[lookupName(attribute, in: itemClass)] == lookupValue(value) else {
                 throw EngineError(Status.decode, "a Secret Service item's lookup attribute \(lookupName(attribute, in: itemClass)) disagrees with its keystone:attributes")
             }

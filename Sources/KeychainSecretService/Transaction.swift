@@ -64,8 +64,7 @@ final class Transaction: StorageWriter {
     static func matches(_ item: StoredItem, _ constraints: [String: AttributeValue]) -> Bool {
         let schema = ClassSchema.of(item.itemClass)
         for (attribute, wanted) in constraints {
-            let value = item.attributes[attribute] ?? schema.attributes[attribute]?.type.emptyValue
-            guard value == wanted else { return false }
+            guard schema.storedValue(of: attribute, in: item.attributes) == wanted else { return false }
         }
         return true
     }

@@ -74,9 +74,12 @@ enum ItemVerbs {
         do {
             try engine.add(attributes)
         } catch let error as EngineError where error.status == Status.duplicateItem && update {
-            var identity: KeychainQuery = [Key.class: query[Key.class]!]
+            // The item the add collided with, and no other: its whole primary key as the add stored it (a missing
+            // attribute as its empty value), the access group only when given (the engine resolved it).
             let schema = ClassSchema.of(ItemClass(rawValue: query[Key.class]!.stringValue!)!)
-            for key in schema.primaryKey { if let value = query[key] { identity[key] = value } }
+            var identity = schema.primaryKeyQuery(of: query)
+            identity[Key.class] = query[Key.class]
+            identity[Key.accessGroup] = query[Key.accessGroup]
             var changes = query
             changes[Key.class] = nil
             changes[Key.valueData] = .data(secret)

@@ -105,7 +105,7 @@ extension Keychain {
         try checkEntitled(to: target)
         var report = ReprotectionReport()
         for item in items {
-            let query = identity(of: item, options)
+            let query = identity(of: item)
             let (rows, unreachable) = try reachableRows(query)
             if rows.isEmpty && unreachable.isEmpty {
                 report.missing.append(item.description)
@@ -201,23 +201,17 @@ extension Keychain {
         return (rows, unreachable)
     }
 
-    /// The primary-key attributes of each class (besides access group and synchronizable), with their empty values.
-    static let primaryKeyAttributes: [ItemClass: [(String, KeychainValue)]] = [
-        .genericPassword: [(Key.service, .string("")), (Key.account, .string(""))],
-        .internetPassword: [(Key.server, .string("")), (Key.account, .string("")), (Key.protocol, .string("")),
-                            (Key.authenticationType, .string("")), (Key.port, .number(0)), (Key.path, .string("")),
-                            (Key.securityDomain, .string(""))],
-    ]
-
     /// The query matching exactly the item of `row`: class, every primary-key attribute, access group, synchronizable.
     func exactQuery(_ row: KeychainQuery) throws(KeychainError) -> KeychainQuery {
         guard let itemClass = row[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)),
-              let keys = Self.primaryKeyAttributes[itemClass] else {
+              itemClass == .genericPassword || itemClass == .internetPassword else {
             throw KeychainError(code: .unexpectedResult, reason: "a listed item is not a password")
         }
-        var query: KeychainQuery = [Key.class: .string(itemClass.rawValue)]
-        for (key, empty) in keys { query[key] = row[key] ?? empty }
-        if let group = row[Key.accessGroup] { query[Key.accessGroup] = group }
+        // The class's primary key (ClassSchema), a missing attribute as the empty value the keychain stored for it;
+        // the access group only when the row names one.
+        var query = ClassSchema.of(itemClass).primaryKeyQuery(of: row)
+        query[Key.class] = .string(itemClass.rawValue)
+        query[Key.accessGroup] = row[Key.accessGroup]
         query[Key.synchronizable] = .bool(row[Key.synchronizable]?.boolValue ?? false)
         Self.addPlatformKeys(&query)
         return query

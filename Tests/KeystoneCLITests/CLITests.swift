@@ -124,6 +124,16 @@ struct CLITests {
         #expect(try box.run("find-generic-password", "-a", "a", "-s", "svc", "-w").stdout == "two\n")
     }
 
+    @Test("add -U without an account updates the item with the empty account, not another account's")
+    func updateWithMissingAccount() throws {
+        let box = Sandbox()
+        try box.run("add-generic-password", "-a", "a", "-s", "svc", "-w", "keep")
+        try box.run("add-generic-password", "-s", "svc", "-w", "one")
+        #expect(try box.run("add-generic-password", "-U", "-s", "svc", "-w", "two").status == 0)
+        #expect(try box.run("find-generic-password", "-a", "a", "-s", "svc", "-w").stdout == "keep\n")
+        #expect(try box.run("find-generic-password", "-a", "", "-s", "svc", "-w").stdout == "two\n")
+    }
+
     @Test("usage errors exit 2 with usage text")
     func usage() throws {
         let box = Sandbox()
