@@ -8,6 +8,7 @@ import Testing
 
 /// An authenticator that answers with scripted outcomes (the last one repeats) and records every request.
 final class CountingAuthenticator: Authenticator, @unchecked Sendable {
+    // @unchecked Sendable: the variables are reached only while `lock` is held.
     private let lock = NSLock()
     private var outcomes: [AuthenticationOutcome]
     private var recorded: [AuthenticationRequest] = []
@@ -39,6 +40,7 @@ final class CountingAuthenticator: Authenticator, @unchecked Sendable {
 
 /// A clock the test moves by hand.
 final class ManualClock: @unchecked Sendable {
+    // @unchecked Sendable: `current` is reached only while `lock` is held.
     private let lock = NSLock()
     private var current = Date(timeIntervalSinceReferenceDate: 800_000_000)
 

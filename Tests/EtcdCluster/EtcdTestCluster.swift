@@ -26,6 +26,7 @@ import ProcessWatchdog
 ///
 /// Every method blocks (processes are started and waited for): call them off Swift's cooperative pool.
 public final class EtcdTestCluster: @unchecked Sendable {
+    // @unchecked Sendable: the variables (members, stopped, rootPassword) are reached only while `lock` is held.
     /// Why the cluster could not start or a command failed.
     public struct Failure: Error, CustomStringConvertible {
         public let description: String

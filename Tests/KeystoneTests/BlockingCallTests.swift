@@ -7,6 +7,7 @@ import Testing
 /// A store whose `add` blocks its thread until the test opens the gate, and tells the test each time a call
 /// has entered (a deterministic signal: no clock anywhere).
 final class GatedStore: KeychainStore, @unchecked Sendable {
+    // @unchecked Sendable: its properties are constants: a semaphore and an AsyncStream's continuation, both thread-safe.
     private let gate = DispatchSemaphore(value: 0)
     let entered: AsyncStream<Bool>
     private let enteredContinuation: AsyncStream<Bool>.Continuation

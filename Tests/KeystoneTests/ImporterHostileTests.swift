@@ -8,6 +8,7 @@ import Testing
 /// A keychain storage that runs out of space: every write transaction after the first `allowedWrites` fails with
 /// `errSecIO`, as a keychain file on a full disk does. Reads keep working (the rows written before stay).
 final class FullDiskStorage: KeychainStorage, @unchecked Sendable {
+    // @unchecked Sendable: `remaining` is reached only while `lock` is held.
     let inner = MemoryStorage()
     private let lock = NSLock()
     private var remaining: Int
@@ -173,6 +174,7 @@ struct ImporterHostileTests {
 
 /// A streaming source whose second reading breaks after two entries (a file truncated or unreadable meanwhile).
 struct BreakingSource: ImportSource {
+    // @unchecked Sendable: `count` is changed only by `forEachEntry`, which an import calls once at a time.
     final class Readings: @unchecked Sendable { var count = 0 }
     let readings = Readings()
 

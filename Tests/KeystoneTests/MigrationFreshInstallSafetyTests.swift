@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// A storage several machines share (as an etcd keychain is): memory rows, `isSharedAcrossMachines` true.
-final class FleetStorage: KeychainStorage, @unchecked Sendable {
+final class FleetStorage: KeychainStorage {
     let rows = MemoryStorage()
     var lockState: LockState { rows.lockState }
     func read<T>(_ body: (any StorageReader) throws -> T) throws -> T { try rows.read(body) }

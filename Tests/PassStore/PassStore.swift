@@ -3,7 +3,7 @@ import Foundation
 /// A throwaway gpg key and `pass` store in a temporary directory, for the importer tests (library and CLI): never
 /// the user's ~/.gnupg or ~/.password-store. Entries are inserted through `pass insert -m` with the content on
 /// standard input, as a user would.
-public final class PassStore: @unchecked Sendable {
+public final class PassStore: Sendable {
     /// The temporary directory holding GNUPGHOME and the store.
     public let root: URL
     /// The store (`PASSWORD_STORE_DIR`).

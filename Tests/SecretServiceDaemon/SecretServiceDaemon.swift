@@ -19,6 +19,7 @@ import Glibc
 /// them and the directory if the test process dies without stopping them. Linux only: elsewhere
 /// ``unavailableReason`` says so and ``start(password:)`` throws.
 public final class SecretServiceDaemon: @unchecked Sendable {
+    // @unchecked Sendable: the variables (pids, the watchdog pipe, stopped) are reached only while `lock` is held.
     /// Why the daemon cannot start here, or nil when `dbus-daemon`, `gnome-keyring-daemon` and `gdbus` are installed.
     /// Tests skip with this reason: `.enabled(if: SecretServiceDaemon.unavailableReason == nil)`.
     public static var unavailableReason: String? {
@@ -516,6 +517,7 @@ public final class SecretServiceDaemon: @unchecked Sendable {
 
     /// A flag shared between a tool's waiter and its timeout.
     private final class Finished: @unchecked Sendable {
+        // @unchecked Sendable: the variables are reached only while `lock` is held.
         private let lock = NSLock()
         private var finished = false
         private(set) var timedOut = false

@@ -13,6 +13,7 @@ import Glibc
 /// standard input is a close-on-exec pipe only this process writes to, does the same when the test process dies
 /// before that: swtpm never outlives the tests.
 public final class SwtpmFixture: @unchecked Sendable {
+    // @unchecked Sendable: the variables (watchdog, stopped) are reached only while `lock` is held.
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
     }

@@ -14,6 +14,7 @@ import Testing
 /// it listens, and `gdbus wait --timeout 30` returns once polkit's and fprintd's bus names are owned.
 /// ``stop()`` (or `deinit`) ends every process it started and removes the directory.
 final class FprintdFixture: @unchecked Sendable {
+    // @unchecked Sendable: the variables (processes, stopped) are reached only while `lock` is held.
     /// Why the fixture cannot run here, or nil. Tests skip with it.
     static let unavailableReason: String? = {
         let fm = FileManager.default
@@ -310,6 +311,7 @@ final class FprintdFixture: @unchecked Sendable {
     }
 
     final class Monitor: @unchecked Sendable {
+        // @unchecked Sendable: its properties are constants (`pipe`, not Sendable, is only held to keep `fd` open).
         let child: Child
         let fd: Int32
         let pipe: Pipe
@@ -366,6 +368,7 @@ final class FprintdFixture: @unchecked Sendable {
     /// Children inherit the test process's signal mask, in which SIGTERM is blocked (Foundation's Process does not
     /// reset it): ``end()`` therefore kills with SIGKILL. Nothing of theirs outlives the temporary directory.
     final class Child: @unchecked Sendable {
+        // @unchecked Sendable: `exited` is reached only while `condition` is locked; `process` is a constant.
         let process: Process
         private let condition = NSCondition()
         private var exited = false

@@ -8,13 +8,13 @@
 public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 
 /// `LAPolicy`, an `NS_ENUM` over `NSInteger`: the policies every platform with `LAContext` has.
-public enum LAPolicy: Int, @unchecked Sendable {
+public enum LAPolicy: Int, Sendable {
     case deviceOwnerAuthenticationWithBiometrics = 1
     case deviceOwnerAuthentication = 2
 }
 
 /// `LABiometryType`.
-public enum LABiometryType: Int, @unchecked Sendable {
+public enum LABiometryType: Int, Sendable {
     case none = 0
     @available(*, deprecated, renamed: "none")
     public static var typeNone: LABiometryType { .none }
@@ -26,7 +26,7 @@ public enum LABiometryType: Int, @unchecked Sendable {
 /// `LAError`: the Swift error struct Apple's SDK bridges `LAErrorDomain` errors to.
 public struct LAError: CustomNSError, Hashable, Error {
     /// `LAError.Code`.
-    public enum Code: Int, @unchecked Sendable, Equatable {
+    public enum Code: Int, Sendable, Equatable {
         case authenticationFailed = -1
         case userCancel = -2
         case userFallback = -3
