@@ -1,0 +1,1 @@
+../../UnchangedAppleApp/Sources/MyApp/KeychainServiceProtocol.swift
