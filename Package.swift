@@ -312,6 +312,8 @@ let package = Package(
         .testTarget(name: "KeychainEtcdTests", dependencies: [
             "KeychainEngine", "KeychainSealing", "EtcdCluster", "KeychainServices",
             .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly)),
+            // The typed API's async forms on an etcd keychain (they must keep its blocking calls off the cooperative pool).
+            "Keystone",
             // Machines that unlock with their TPM: a real software TPM per machine.
             "Swtpm", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
@@ -374,6 +376,10 @@ let package = Package(
             "KeystoneImporters", "KeystoneMigrations", "KeystoneProtectedFiles",
             "Keystone", "KeystoneTesting", "KeychainEngine", "KeychainServices", "PassStore", "DefaultKeychainLock",
             .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            // The typed API on the Secret Service and etcd stacks (TypedStack): a private gnome-keyring, a 3-member cluster.
+            "SecretServiceDaemon", "EtcdCluster",
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         .testTarget(name: "KeystoneTestingTests", dependencies: [

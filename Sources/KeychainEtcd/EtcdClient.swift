@@ -120,8 +120,11 @@ package struct EtcdEndpointStatus: Sendable {
 
 /// A blocking client of etcd's v3 JSON gateway with failover across the configured endpoints.
 ///
-/// Every call blocks the calling thread on AsyncHTTPClient's `EventLoopFuture` while the client's own NIO thread does
-/// the I/O; it must never be called on an event loop. A call has one deadline (``EtcdConfiguration/timeout``, from its
+/// Every call blocks the calling thread until AsyncHTTPClient's `EventLoopFuture` completes (a semaphore the future's
+/// callback signals, never longer than the request's deadline) while the client's own NIO thread does the I/O.
+/// A call made on a SwiftNIO event-loop thread is refused with ``EtcdError/calledOnEventLoop(_:)`` before anything is
+/// sent: on the client's own loop it would wait for itself forever, on another loop it would stall every channel of
+/// that loop. A call has one deadline (``EtcdConfiguration/timeout``, from its
 /// start) across every endpoint; each HTTP request gets min(remaining, max(0.5 s, timeout / 2)) so one hung member
 /// cannot eat it all. Calls start at the endpoint that last answered and go round-robin.
 ///
@@ -183,14 +186,43 @@ package final class EtcdClient: Sendable {
 
     /// Closes the connections and stops the client's event loop thread. Idempotent; later calls throw
     /// ``EtcdError/unavailable(_:)``.
+    ///
+    /// Waits until both are closed, except on a SwiftNIO event-loop thread (for instance when the last reference to a
+    /// keychain is dropped there): there it starts the shutdown and returns, since waiting on the client's own loop
+    /// would wait for itself, and NIO refuses to block any loop.
     package func shutdown() {
         let wasShutDown = state.withLock { state in
             defer { state.isShutDown = true }
             return state.isShutDown
         }
         guard !wasShutDown else { return }
+        if MultiThreadedEventLoopGroup.currentEventLoop != nil {
+            let group = self.group
+            http.shutdown { _ in group.shutdownGracefully { _ in } }
+            return
+        }
         try? http.syncShutdown()
         try? group.syncShutdownGracefully()
+    }
+
+    /// Refuses a call made on a SwiftNIO event-loop thread.
+    ///
+    /// Decision: every event loop is refused, not only the client's own: on its own loop the call would deadlock (the
+    /// answer is delivered by the thread that waits for it); on any other it would hold that loop's thread, and every
+    /// channel it serves, for up to the call's deadline.
+    /// - Throws: ``EtcdError/calledOnEventLoop(_:)``.
+    private func refuseOnEventLoop() throws {
+        guard let current = MultiThreadedEventLoopGroup.currentEventLoop else { return }
+        let own = group.makeIterator().contains { $0.inEventLoop }
+        if own {
+            throw EtcdError.calledOnEventLoop("etcd: a call to \(configuration.endpointList) was made on the etcd client's own event-loop thread (\(current)); it would wait forever for an answer only that thread can deliver, so nothing was sent")
+        }
+        throw EtcdError.calledOnEventLoop("etcd: a call to \(configuration.endpointList) was made on a SwiftNIO event-loop thread (\(current)); it would block that loop, and every connection it serves, for up to \(EtcdConfiguration.format(seconds: configuration.timeout)) s, so nothing was sent")
+    }
+
+    /// Runs `body` on the client's own event-loop thread (tests: a call made there must fail at once, not deadlock).
+    package func onEventLoop(_ body: @escaping @Sendable () -> Void) {
+        group.next().execute(body)
     }
 
     // MARK: - Key-value calls
@@ -315,8 +347,7 @@ package final class EtcdClient: Sendable {
     private func call<Request: Encodable, Response: Decodable>(
         _ path: String, _ request: Request, kind: CallKind, only: EtcdConfiguration.Endpoint? = nil
     ) throws -> Response {
-        precondition(MultiThreadedEventLoopGroup.currentEventLoop == nil,
-                     "EtcdClient blocks the calling thread: never call it on an event loop")
+        try refuseOnEventLoop()
         let body: Data
         do {
             body = try JSONEncoder().encode(request)
@@ -490,15 +521,41 @@ package final class EtcdClient: Sendable {
             return .notSent("bad request URL: \(error)")
         }
         let collector = ResponseCollector()
-        let task = http.execute(request: request, delegate: collector, deadline: .now() + timeout)
-        do {
-            let (status, data) = try task.futureResult.wait()
+        let deadline = NIODeadline.now() + timeout
+        let task = http.execute(request: request, delegate: collector, deadline: deadline)
+        // AsyncHTTPClient fails the request at its deadline; the grace only matters should it not.
+        guard let result = Self.wait(for: task.futureResult, until: deadline + Self.waitGrace) else {
+            task.cancel()
+            return .noAnswer("no answer within \(EtcdConfiguration.format(seconds: Double(timeout.nanoseconds) / 1e9)) s")
+        }
+        switch result {
+        case .success(let (status, data)):
             return .answer(status: status, body: data)
-        } catch {
+        case .failure(let error):
             let reason = Self.describe(error, timeout: timeout)
             if !collector.requestSent, !Self.mayHaveBeenSent(error) { return .notSent(reason) }
             return .noAnswer(reason)
         }
+    }
+
+    /// How long past a request's deadline the calling thread still waits for AsyncHTTPClient to report it.
+    private static let waitGrace: TimeAmount = .seconds(1)
+
+    /// Blocks the calling thread (never an event loop: ``refuseOnEventLoop()`` ran) until `future` completes or
+    /// `deadline` passes, on a semaphore the future's callback signals; NIO's `wait()` is not used, as it has no
+    /// bound and stops the process when called on the future's own loop.
+    ///
+    /// - Returns: the future's result; nil when the deadline passed first.
+    private static func wait<Value: Sendable>(for future: EventLoopFuture<Value>, until deadline: NIODeadline) -> Result<Value, any Error>? {
+        let result = Locked<Result<Value, any Error>?>(nil)
+        let completed = DispatchSemaphore(value: 0)
+        future.whenComplete { outcome in
+            result.withLock { $0 = outcome }
+            completed.signal()
+        }
+        let left = max(0, (deadline - .now()).nanoseconds)
+        guard completed.wait(timeout: .now() + .nanoseconds(Int(clamping: left))) == .success else { return nil }
+        return result.current
     }
 
     /// Errors after which a request that did not report its head as written may still have been sent.

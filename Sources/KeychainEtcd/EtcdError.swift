@@ -12,7 +12,8 @@ import KeychainEngine
 ///   cluster's `--max-request-bytes`;
 /// - ``authenticationFailed(_:)``: `errSecAuthFailed` (-25293);
 /// - ``permissionDenied(_:)``: `errSecWrPerm` (-61);
-/// - ``server(code:message:)``: `errSecIO` (-36).
+/// - ``server(code:message:)``: `errSecIO` (-36);
+/// - ``calledOnEventLoop(_:)``: `errSecParam` (-50): the caller's thread, not the cluster, is wrong.
 package enum EtcdError: Error, CustomStringConvertible {
     /// No endpoint answered within the deadline; the message names every endpoint and what each last said.
     case unavailable(String)
@@ -30,6 +31,10 @@ package enum EtcdError: Error, CustomStringConvertible {
     case permissionDenied(String)
     /// Anything else etcd answered: the gRPC code (or the HTTP status when etcd gave none) and its message.
     case server(code: Int, message: String)
+    /// A call made on a SwiftNIO event-loop thread, refused before anything was sent: the client blocks its caller
+    /// until etcd answers, which on the client's own event loop would wait for itself forever and on any other
+    /// would stall every connection of that loop. The message says which, and what to do instead.
+    case calledOnEventLoop(String)
 
     package var description: String {
         switch self {
@@ -41,6 +46,7 @@ package enum EtcdError: Error, CustomStringConvertible {
         case .authenticationFailed(let message): message
         case .permissionDenied(let message): message
         case .server(let code, let message): "etcd answered with an error (code \(code)): \(message)"
+        case .calledOnEventLoop(let message): message
         }
     }
 
@@ -63,6 +69,10 @@ package enum EtcdError: Error, CustomStringConvertible {
             EngineError(Status.wrPerm, "\(message): the etcd user lacks a role granting read-write access to this keychain's keys.")
         case .server(let code, let message):
             EngineError(Status.io, "etcd answered with an error (code \(code)): \(message)")
+        case .calledOnEventLoop(let message):
+            // Decision: errSecParam, not errSecNotAvailable: nothing is wrong with the cluster and retrying on the same
+            // thread fails the same way; the app must make the call from another thread.
+            EngineError(Status.param, "\(message). Make keychain calls on an etcd keychain from a thread you own, or through Keystone's async API (which runs them on threads of its own), never on a SwiftNIO event loop.")
         }
     }
 }

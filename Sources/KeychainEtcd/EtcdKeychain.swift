@@ -38,6 +38,11 @@ import KeychainSealing
 ///   to etcd cannot read or forge items, but can delete them). Limits that follow from etcd's defaults: a value of at
 ///   most 1.5 MiB (`--max-request-bytes`) and at most 127 items changed by one call (`--max-txn-ops`, 128 compares with the header's); beyond them
 ///   calls fail with `errSecDataTooLarge` or `errSecQuotaExceeded` and change nothing.
+/// - Important: Every call blocks its thread until etcd answers (at most ``EtcdConfiguration/timeout`` per etcd
+///   request round). Call it from a thread you own, or through Keystone's async API, which runs it on threads of its
+///   own; not directly from an async function (it would hold a thread of Swift's cooperative pool while it waits).
+///   A call on a SwiftNIO event-loop thread is refused with `errSecParam` before anything is sent (on the client's
+///   own loop it would deadlock).
 public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is reached only while `state` is held; etcd calls are made
     // outside it, so transactions of several threads proceed at once.
@@ -96,7 +101,8 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     /// - Throws: `EngineError`: `errSecDuplicateKeychain` when a keychain of that name exists (nothing is changed);
     ///   `errSecParam` for a timeout out of range; `errSecNotAvailable` when the cluster does not answer;
     ///   `errSecAuthFailed` / `errSecWrPerm` when etcd refuses the credentials or the permission.
-    /// - Important: An empty password leaves the items readable by anyone who can read the cluster.
+    /// - Important: An empty password leaves the items readable by anyone who can read the cluster. Blocks until the
+    ///   cluster answers: call it from a thread you own, not from an async function directly (see ``EtcdKeychain``).
     public static func create(_ configuration: EtcdConfiguration, password: String, lockAfterTimeout: TimeInterval? = nil) throws -> EtcdKeychain {
         if let timeout = lockAfterTimeout, !(timeout.isFinite && timeout >= 0 && timeout <= TimeInterval(UInt32.max)) {
             throw EngineError.param("the lock timeout must be between 0 and \(UInt32.max) seconds")
@@ -126,7 +132,10 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     ///
     /// - Throws: `EngineError`: `errSecNoSuchKeychain` when the cluster has no keychain of that name;
     ///   `errSecInvalidKeychain` / `errSecWrongSecVersion` for a damaged or newer header; `errSecNotAvailable` when the
-    ///   cluster does not answer; `errSecAuthFailed` / `errSecWrPerm` when etcd refuses.
+    ///   cluster does not answer; `errSecAuthFailed` / `errSecWrPerm` when etcd refuses; `errSecParam` on a SwiftNIO
+    ///   event-loop thread.
+    /// - Important: Blocks until the cluster answers: call it from a thread you own, not from an async function
+    ///   directly (see ``EtcdKeychain``).
     public static func open(_ configuration: EtcdConfiguration) throws -> EtcdKeychain {
         let client = try EtcdClient(configuration: configuration)
         do {
