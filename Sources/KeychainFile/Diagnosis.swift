@@ -144,15 +144,14 @@ public struct KeychainDiagnosis: Sendable {
 extension KeychainFile {
     /// Why this instance's token cannot unseal the file, or nil when it can. Changes nothing.
     func unsealFailure() -> String? {
-        withMutex {
-            do {
-                _ = try unsealMaster()
-                return nil
-            } catch let error as EngineError {
-                return error.reason
-            } catch {
-                return "\(error)"
-            }
+        let header = withMutex { self.header }
+        do {
+            _ = try unsealMaster(header)  // the TPM, with no lock held
+            return nil
+        } catch let error as EngineError {
+            return error.reason
+        } catch {
+            return "\(error)"
         }
     }
 }

@@ -188,25 +188,31 @@ extension KeychainFile {
         try engineErrors {
             let (db, header, device, inode) = try openChecked(path)
             let file = KeychainFile(path: path, db: db, header: header, device: device, inode: inode, secureEnclave: secureEnclave)
-            try file.withMutex {
+            let hasKeys = file.withMutex {
                 file.loadSharedKeys()
-                if file.keys == nil && header.sealed != nil {
-                    do {
-                        try file.install(KeySet(master: try file.unsealMaster()), at: file.clock(), share: false)
-                    } catch let error as EngineError where header.password != nil {
-                        KeystoneLog.logger.warning("the keychain's TPM cannot open it; it stays locked until unlocked with its recovery password",
-                                                   metadata: ["path": "\(path)", "status": "\(error.status)"])
-                    }
-                } else if file.keys == nil && header.emptyPassword {
-                    try? file.unlock(password: "")
+                return file.keys != nil
+            }
+            // The TPM and scrypt run with no lock held (``unlock()``, ``unlock(password:)``).
+            if !hasKeys && header.sealed != nil {
+                do {
+                    try file.unlock()
+                } catch let error as EngineError where header.password != nil {
+                    KeystoneLog.logger.warning("the keychain's TPM cannot open it; it stays locked until unlocked with its recovery password",
+                                               metadata: ["path": "\(path)", "status": "\(error.status)"])
                 }
+            } else if !hasKeys && header.emptyPassword {
+                try? file.unlock(password: "")
             }
             return file
         }
     }
 
     /// Checks, opens and reads the header of the keychain file at `path`.
-    static func openChecked(_ path: String) throws -> (SQLiteConnection, Header, UInt64, UInt64) {
+    ///
+    /// Waits up to `waiting` seconds for another connection's lock while reading the header (SQLite's busy handler:
+    /// call it with no mutex held, or with 0: `SQLITE_BUSY` is then thrown as a `SQLiteError` for the caller to wait
+    /// outside its mutex). The connection returned never waits (busy timeout 0).
+    static func openChecked(_ path: String, waiting: TimeInterval = defaultBusyTimeout) throws -> (SQLiteConnection, Header, UInt64, UInt64) {
         var before = stat()
         guard stat(path, &before) == 0 else { throw EngineError(Status.noSuchKeychain, "no keychain at \(path)") }
         // Planted companions (a -wal symlink) are refused before SQLite follows them.
@@ -216,16 +222,23 @@ extension KeychainFile {
         let db: SQLiteConnection
         let header: Header
         do {
-            db = try SQLiteConnection(path: path, create: false)
+            db = try SQLiteConnection(path: path, create: false, busyTimeout: waiting)
             try db.exec("BEGIN")
             defer { try? db.exec("COMMIT") }
             header = try Header.read(from: db)
+        } catch let error as SQLiteError where error.isBusy {
+            if waiting == 0 { throw error }
+            let holder = LockHolder.describe(path: path)
+            throw EngineError(Status.notAvailable, "the keychain file \(path) stayed busy while being opened: "
+                + (holder.map { "\($0) holds its lock" } ?? "another connection holds its lock")
+                + "; try again when it is done, or wait longer (\(KeychainFile.busyTimeoutVariable))")
         } catch let error as SQLiteError {
             throw EngineError(Status.invalidKeychain, "\(path) is not a keychain (SQLite \(error.code))")
         }
         // A file that is not a keychain is reported as such first; a keychain is used only when it is safe.
         try FileSafety.check(keychainAt: path)
         do { try configure(db) } catch let error as SQLiteError { throw error.engineError }
+        db.setBusyTimeout(0)
         var after = stat()
         guard stat(path, &after) == 0, after.st_dev == before.st_dev, after.st_ino == before.st_ino else {
             throw EngineError(Status.invalidKeychain, "the keychain \(path) was replaced while it was being opened")

@@ -77,6 +77,14 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     public let path: String
 
     let mutex = NSRecursiveLock()
+    /// How many times the thread holding `mutex` holds it (it is recursive).
+    var mutexDepth = 0
+    /// ``busyTimeout``.
+    var busyTimeoutSetting = KeychainFile.defaultBusyTimeout
+    /// Test hooks (see ``TestHooks``); nil in production.
+    var testHooks = TestHooks()
+    /// A second connection to the file, for ``lockState`` (see `LockStateProbe.swift`), with its own lock.
+    let probe = LockStateProbe()
     var db: SQLiteConnection
     var header: Header
     /// Device and inode of the file `db` has open.
@@ -177,21 +185,16 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         return keychainDirectory + "/login.keychain-db"
     }
 
+    /// Runs `body` holding the mutex. Nothing slow runs under it: no scrypt, no TPM call, no sleep, no waiting for
+    /// another connection's lock (the connection's busy timeout is 0; see ``withMutexWaitingOutside(_:)``).
     func withMutex<T>(_ body: () throws -> T) rethrows -> T {
         mutex.lock()
-        defer { mutex.unlock() }
+        mutexDepth += 1
+        defer { mutexDepth -= 1; mutex.unlock() }
         return try body()
     }
 
     // MARK: - Lock state
-
-    /// The lock state, brought up to date with the file (another process's lock or unlock, the auto-lock timeout).
-    public var lockState: LockState {
-        withMutex {
-            try? refresh()
-            return keys?.lockState ?? .locked
-        }
-    }
 
     /// Whether the password is empty: the file is then protected only by its permissions. False for a file
     /// sealed to a Secure Enclave without a password.
@@ -219,125 +222,11 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     public func setSettings(_ settings: KeychainSettings) throws {
         try settings.validate()
         try engineErrors {
-            try withMutex {
+            try withMutexWaitingOutside {
                 try updateHeader { $0.settings = settings }
                 if let keys, sharesKeys { try share(keys, at: unlockedAt ?? clock()) }
             }
         }
-    }
-
-    /// Unlocks with `password` (for a file sealed to a Secure Enclave: its recovery password, which works on any
-    /// machine; the keys then stay in this process only).
-    ///
-    /// A version 1 file is upgraded to the current format on its first full unlock (every row re-sealed in
-    /// one transaction), and outdated key-derivation parameters are raised.
-    ///
-    /// - Throws: `EngineError` with `errSecAuthFailed` when the password is wrong (nothing is written);
-    ///   `errSecParam` when the file is sealed to a Secure Enclave and has no password (use ``unlock()``);
-    ///   `errSecInvalidKeychain` when the header is damaged; `errSecQuotaExceeded` when the keys could not be
-    ///   cached for other processes: the keychain is then unlocked in this process only.
-    public func unlock(password: String) throws {
-        try engineErrors { try withMutex {
-            try refresh()
-            let master = try unwrapMaster(password)
-            if header.version < FileFormat.version {
-                try upgrade(master: master)
-            }
-            if header.password?.kdf.isOutdated == true { try? rewrap(master, password: password) }
-            try install(KeySet(master: master), at: clock())
-        } }
-    }
-
-    /// Unlocks without a password: a file sealed to a Secure Enclave with the token it was opened with (the TPM
-    /// computes the key that opens the master key); a file with an empty password with that password.
-    ///
-    /// Blocks while the token works. Writes nothing.
-    /// - Throws: `EngineError` with `errSecNotAvailable` when the TPM cannot be reached (or no token was given),
-    ///   `errSecUnimplemented` when this machine has no TPM, `errSecDecode` when the file was sealed to another TPM
-    ///   (or its sealed header fields were edited): the file is never modified; `errSecAuthFailed` when the file
-    ///   is protected by a password only (use ``unlock(password:)``).
-    public func unlock() throws {
-        try engineErrors { try withMutex {
-            try refresh()
-            if header.sealed != nil {
-                try install(KeySet(master: try unsealMaster()), at: clock(), share: false)
-            } else if header.emptyPassword {
-                try unlock(password: "")
-            } else {
-                throw EngineError(Status.authFailed, "the keychain is protected by a password: unlock it with its password")
-            }
-        } }
-    }
-
-    /// Locks: discards every key here, removes the keyring cache and tells other open instances.
-    public func lock() {
-        withMutex {
-            keys = nil
-            unlockedAt = nil
-            rowCache.removeAll()
-            keyring?.remove()
-            try? updateHeader { $0.epoch += 1 }
-            epoch = header.epoch
-        }
-    }
-
-    /// Locks as a device does after its first unlock: `afterFirstUnlock` and `always` items stay available.
-    public func lockAfterFirstUnlock() {
-        withMutex {
-            guard let current = keys else { return }
-            keys = current.afterFirstUnlock
-            rowCache.removeAll()
-            keyring?.removeFull()
-        }
-    }
-
-    /// Changes the password by re-wrapping the master key; no item is re-encrypted. For a file sealed to a Secure
-    /// Enclave with a recovery password, changes the recovery password (the TPM's copy is untouched).
-    ///
-    /// Decision: a sealed file without a password keeps having none (`errSecParam`): adding a password would add a
-    /// way to open it off this machine, which its creator chose not to have. A recovery password is never empty.
-    /// - Throws: `EngineError` with `errSecAuthFailed` when `old` is wrong; `errSecParam` for a sealed file without
-    ///   a password, or an empty new recovery password.
-    public func changePassword(old: String, new: String) throws {
-        try engineErrors { try withMutex {
-            try refresh()
-            if header.sealed != nil && header.password == nil {
-                throw EngineError.param("the keychain is sealed to this machine's TPM and has no password to change: a password would let it be opened on other machines. To have a recovery password, create a keychain with one (create-keychain --tpm -p) and move the items")
-            }
-            if header.sealed != nil && new.isEmpty {
-                throw EngineError.param("a recovery password cannot be empty: it would let the keychain be opened on any machine without one")
-            }
-            let master = try unwrapMaster(old)
-            try rewrap(master, password: new)
-            try install(KeySet(master: master), at: clock())
-        } }
-    }
-
-    func unwrapMaster(_ password: String) throws -> SymmetricKey {
-        guard let protector = header.password else {
-            throw EngineError.param("the keychain is sealed to this machine's TPM and has no password: it unlocks without one (unlock-keychain without -p)")
-        }
-        return try protector.unwrap(password)
-    }
-
-    /// The master key, unsealed by the token this instance was opened with. Mutex held.
-    ///
-    /// - Throws: the errors of ``SealedProtector/unseal(with:fileID:)``; `errSecDecode` when the unsealed keys do
-    ///   not pass the header's key check.
-    func unsealMaster() throws -> SymmetricKey {
-        guard let sealed = header.sealed, let fileID = header.fileID else {
-            throw EngineError(Status.authFailed, "the keychain is not sealed to a TPM")
-        }
-        let master = try sealed.unseal(with: secureEnclave, fileID: fileID)
-        guard KeySet(master: master).check(fileID: fileID) == header.keyCheck else {
-            throw SealedProtector.sealedElsewhere("the unsealed key is not this keychain's")
-        }
-        return master
-    }
-
-    private func rewrap(_ master: SymmetricKey, password: String) throws {
-        let protector = try PasswordProtector(sealing: master, password: password)
-        try updateHeader { $0.password = protector }
     }
 
     func updateHeader(_ change: (inout Header) -> Void) throws {
@@ -354,7 +243,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
                 try? db.exec("ROLLBACK")
                 throw error
             }
-        } catch let error as SQLiteError { throw error.engineError }
+        } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
     }
 
     /// Makes `keys` this process's keys and, when `shared`, shares them through the keyring.
@@ -368,7 +257,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         if shared { try share(keys, at: date) }
     }
 
-    private func share(_ keys: KeySet, at date: Date) throws {
+    func share(_ keys: KeySet, at date: Date) throws {
         guard let keyring else { return }
         if keys.lockState == .unlocked {
             let remaining = header.settings.lockAfterTimeout.map { max(1, $0 - clock().timeIntervalSince(date)) }
@@ -405,9 +294,9 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     func refresh() throws {
         guard !inTransaction else { return }
         try followReplacement()
-        if let version = try? currentDataVersion(), version != dataVersion {
+        if let version = try busyOrNil(currentDataVersion), version != dataVersion {
             dataVersion = version
-            if let fresh = try? readHeaderInTransaction() {
+            if let fresh = try busyOrNil(readHeaderInTransaction) {
                 header = fresh
                 if fresh.epoch != epoch {
                     // Another instance locked the keychain.
@@ -434,7 +323,13 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         gone = nil
         guard UInt64(info.st_dev) != device || UInt64(info.st_ino) != inode else { return }
         KeystoneLog.logger.notice("the keychain file was replaced; opening the new file", metadata: ["path": "\(path)"])
-        let (newDB, newHeader, dev, ino) = try Self.openChecked(path)
+        let (newDB, newHeader, dev, ino) = try Self.openChecked(path, waiting: 0)
+        adopt(newDB, newHeader, device: dev, inode: ino)
+    }
+
+    /// Makes the connection to a file that replaced the one open this instance's, with none of the old file's keys.
+    /// Mutex held.
+    func adopt(_ newDB: SQLiteConnection, _ newHeader: Header, device dev: UInt64, inode ino: UInt64) {
         db = newDB
         logSized = false
         header = newHeader
@@ -448,7 +343,13 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         loadSharedKeys()
     }
 
-    private func applyTimeout() {
+    /// `body`'s result; nil when it fails, except with `SQLITE_BUSY`, which is thrown for the caller to wait
+    /// outside the mutex (``withMutexWaitingOutside(_:)``).
+    private func busyOrNil<T>(_ body: () throws -> T) throws -> T? {
+        do { return try body() } catch let error as SQLiteError where error.isBusy { throw error } catch { return nil }
+    }
+
+    func applyTimeout() {
         if let timeout = header.settings.lockAfterTimeout, let since = unlockedAt, let current = keys,
            current.lockState == .unlocked, clock().timeIntervalSince(since) >= timeout {
             keys = current.afterFirstUnlock

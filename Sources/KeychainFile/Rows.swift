@@ -23,26 +23,22 @@ import Darwin
 extension KeychainFile {
     // MARK: - Transactions
 
+    /// Takes the write lock. Never waits: `SQLITE_BUSY` is thrown as it is, for ``withMutexWaitingOutside(_:)`` to
+    /// wait with the mutex released and run the whole operation again.
     func beginImmediate() throws {
-        var attempts = 0
-        while true {
-            do {
-                try db.statement("BEGIN IMMEDIATE").run()
-                return
-            } catch let error as SQLiteError where (error.code & 0xFF) == 5 /* SQLITE_BUSY */ && attempts < 50 {
-                // The busy handler already waited 10 s inside SQLite; BEGIN IMMEDIATE can still report BUSY at once
-                // when a WAL recovery is running. Retry a bounded number of times.
-                attempts += 1
-                usleep(UInt32(1_000 * attempts))
-            }
-        }
+        try db.statement("BEGIN IMMEDIATE").run()
     }
 
+    /// Runs `body` in a read transaction (a snapshot of the file).
+    ///
+    /// The snapshot is taken before `body` runs: when another connection holds a lock that keeps readers out, the
+    /// read waits with no lock of this instance held (``busyTimeout``), and `body` never runs twice.
+    /// - Throws: `EngineError` with `errSecNotAvailable` when the file stayed busy; what `body` throws.
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
-        try withMutex {
+        try withMutexWaitingOutside {
             try refresh()
+            do { try beginRead() } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
             inTransaction = true
-            began = false
             defer { inTransaction = false; began = false }
             do {
                 let result = try body(Transaction(file: self, writing: false))
@@ -56,10 +52,15 @@ extension KeychainFile {
         }
     }
 
+    /// Runs `body` in a write transaction.
+    ///
+    /// The write lock is taken before `body` runs: while another process holds it, the write waits with no lock of
+    /// this instance held (``busyTimeout``), and `body` never runs twice.
+    /// - Throws: `EngineError` with `errSecNotAvailable` when the file stayed busy; what `body` throws.
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
-        try withMutex {
+        try withMutexWaitingOutside {
             try refresh()
-            do { try beginImmediate() } catch let error as SQLiteError { throw error.engineError }
+            do { try beginImmediate() } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
             ensureLogCapacity()
             inTransaction = true
             began = true
@@ -103,6 +104,19 @@ extension KeychainFile {
             offset += written
         }
         fdatasync(fd)
+    }
+
+    /// Starts the read transaction and takes its snapshot (the first read does), so that a busy file is met before
+    /// the caller's body runs. `SQLITE_BUSY` is thrown as it is (nothing was read).
+    private func beginRead() throws {
+        try db.statement("BEGIN").run()
+        do {
+            try db.statement("SELECT 1 FROM keystone_header LIMIT 1").run()
+        } catch {
+            try? db.statement("ROLLBACK").run()
+            throw error
+        }
+        began = true
     }
 
     /// Starts the SQLite read transaction on first use.
@@ -330,7 +344,7 @@ extension KeychainFile {
                 try? db.exec("ROLLBACK")
                 throw error
             }
-        } catch let error as SQLiteError { throw error.engineError }
+        } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
     }
 
     // MARK: - Verification

@@ -11,10 +11,14 @@ struct SQLiteError: Error, CustomStringConvertible {
     let message: String
     var description: String { "SQLite error \(code): \(message)" }
 
+    /// Whether another connection holds a lock this one needs (`SQLITE_BUSY` and its extended codes): the
+    /// keychain file waits and retries these outside its mutex (``KeychainFile/withMutexWaitingOutside(_:)``).
+    var isBusy: Bool { code & 0xFF == SQLITE_BUSY }
+
     /// The keychain status a storage failure surfaces as.
     var engineError: EngineError {
         switch code & 0xFF {
-        case SQLITE_BUSY, SQLITE_LOCKED: return EngineError(Status.interactionNotAllowed, "the keychain file stayed busy")
+        case SQLITE_BUSY, SQLITE_LOCKED: return EngineError(Status.notAvailable, "the keychain file stayed busy: another connection holds its lock")
         case SQLITE_FULL: return EngineError(Status.diskFull, "the disk is full")
         case SQLITE_READONLY, SQLITE_PERM, SQLITE_CANTOPEN: return EngineError(Status.wrPerm, "the keychain file cannot be written")
         case SQLITE_NOTADB, SQLITE_CORRUPT: return EngineError(Status.invalidKeychain, "the file is not a valid keychain")
@@ -29,7 +33,11 @@ final class SQLiteConnection {
     private var db: OpaquePointer?
     private var cache: [String: SQLiteStatement] = [:]
 
-    init(path: String, create: Bool) throws {
+    /// Opens `path`. `busyTimeout` is how long SQLite itself waits for another connection's lock (its busy
+    /// handler, sleeping in the calling thread): the keychain file's own connection uses 0 and waits outside its
+    /// mutex instead; connections used with no lock held (opening, `isKeychain`, deletion) wait up to the
+    /// configured ``KeychainFile/busyTimeout``.
+    init(path: String, create: Bool, busyTimeout: TimeInterval = KeychainFile.defaultBusyTimeout) throws {
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0)
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK else {
@@ -38,8 +46,15 @@ final class SQLiteConnection {
             db = nil
             throw SQLiteError(code: rc, message: message)
         }
-        sqlite3_busy_timeout(db, 10_000)
+        setBusyTimeout(busyTimeout)
         sqlite3_extended_result_codes(db, 1)
+    }
+
+    /// Sets how long SQLite's busy handler waits, in this thread, for another connection's lock (0: it reports
+    /// `SQLITE_BUSY` at once).
+    func setBusyTimeout(_ seconds: TimeInterval) {
+        let milliseconds = seconds.isFinite ? Int32(clamping: Int64(max(0, seconds) * 1000)) : Int32.max
+        sqlite3_busy_timeout(db, milliseconds)
     }
 
     deinit {
