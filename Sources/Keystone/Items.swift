@@ -7,12 +7,17 @@ import Foundation
 public protocol KeychainItem: Sendable, Hashable, CustomStringConvertible {
     /// The item's class (`kSecClass`).
     static var itemClass: ItemClass { get }
-    /// The access group the item lives in, or nil for the keychain's default.
+    /// The access group the item lives in, or nil for the keychain's default (``ItemOptions/accessGroup``).
     var accessGroup: String? { get }
+    /// Whether the item is the synchronizable one (`kSecAttrSynchronizable`), or nil for the keychain's default
+    /// (``ItemOptions/synchronizable``).
+    ///
+    /// The default implementation returns nil.
+    var synchronizable: Bool? { get }
     /// The account (`kSecAttrAccount`).
     var account: String { get }
-    /// The class and primary-key attributes identifying this item (without access group and sync,
-    /// which ``Keychain`` adds from the item and its options).
+    /// The class and primary-key attributes identifying this item (without access group and sync, which
+    /// ``Keychain`` adds from the item, or from its own ``ItemOptions`` when the item leaves them nil).
     var identifyingAttributes: KeychainQuery { get }
     /// The identity compiled once for the engine's fast path, or nil when the item has no such form.
     ///
@@ -21,6 +26,9 @@ public protocol KeychainItem: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension KeychainItem {
+    /// nil: the keychain's ``ItemOptions/synchronizable``.
+    public var synchronizable: Bool? { nil }
+
     public var compiledKey: CompiledItemKey? { CompiledItemKey(identifyingAttributes) }
 }
 
@@ -42,15 +50,22 @@ public struct GenericPassword: KeychainItem {
     public let account: String
     /// The access group (`kSecAttrAccessGroup`), or nil for the keychain's default group.
     public let accessGroup: String?
+    /// Whether this is the synchronizable item (`kSecAttrSynchronizable`), or nil for the keychain's default.
+    public let synchronizable: Bool?
 
     /// Describes a generic password.
+    ///
+    /// Every attribute of the item's identity is here or in the keychain's ``ItemOptions``: save, read, update and
+    /// delete of this value on one ``Keychain`` address the same item.
     ///
     /// - Parameters:
     ///   - service: the service, usually a reverse-DNS name; must not be empty.
     ///   - account: the account (user name, key name); may be empty.
-    ///   - accessGroup: an access group the app is entitled to, or nil for its default group.
+    ///   - accessGroup: an access group the app is entitled to, or nil for the keychain's default group.
+    ///   - synchronizable: true for the item that synchronizes through iCloud Keychain, false for the local one,
+    ///     nil for the keychain's ``ItemOptions/synchronizable``.
     /// - Throws: ``KeychainError/invalidItem`` when `service` is empty or `accessGroup` is an empty string.
-    public init(service: String, account: String, accessGroup: String? = nil) throws(KeychainError) {
+    public init(service: String, account: String, accessGroup: String? = nil, synchronizable: Bool? = nil) throws(KeychainError) {
         guard !service.isEmpty else { throw KeychainError(code: .invalidItem, reason: "a generic password needs a non-empty service") }
         if let accessGroup, accessGroup.isEmpty {
             throw KeychainError(code: .invalidItem, reason: "the access group must not be empty; pass nil for the default group")
@@ -58,6 +73,7 @@ public struct GenericPassword: KeychainItem {
         self.service = service
         self.account = account
         self.accessGroup = accessGroup
+        self.synchronizable = synchronizable
     }
 
     /// `genp` with service and account.
@@ -68,21 +84,23 @@ public struct GenericPassword: KeychainItem {
     /// Service and account, compiled without building ``identifyingAttributes``.
     public var compiledKey: CompiledItemKey? { CompiledItemKey(genericPasswordService: service, account: account) }
 
-    /// The item with another account, same service and access group.
+    /// The item with another account, same service, access group and synchronizable.
     public func withAccount(_ account: String) -> GenericPassword {
         // Cannot fail: the service was validated already.
-        GenericPassword(unchecked: service, account: account, accessGroup: accessGroup)
+        GenericPassword(unchecked: service, account: account, accessGroup: accessGroup, synchronizable: synchronizable)
     }
 
-    private init(unchecked service: String, account: String, accessGroup: String?) {
+    private init(unchecked service: String, account: String, accessGroup: String?, synchronizable: Bool?) {
         self.service = service
         self.account = account
         self.accessGroup = accessGroup
+        self.synchronizable = synchronizable
     }
 
     /// `genp service=… account=…`: names only, no secret.
     public var description: String {
         "genp service=\"\(service)\" account=\"\(account)\"" + (accessGroup.map { " group=\"\($0)\"" } ?? "")
+            + (synchronizable.map { " synchronizable=\($0)" } ?? "")
     }
 }
 
@@ -115,14 +133,20 @@ public struct InternetPassword: KeychainItem {
     public let securityDomain: String?
     /// The access group (`kSecAttrAccessGroup`), or nil for the keychain's default group.
     public let accessGroup: String?
+    /// Whether this is the synchronizable item (`kSecAttrSynchronizable`), or nil for the keychain's default.
+    public let synchronizable: Bool?
 
     /// Describes an internet password.
+    ///
+    /// Every attribute of the item's identity is here or in the keychain's ``ItemOptions``: save, read, update and
+    /// delete of this value on one ``Keychain`` address the same item. `synchronizable` nil takes the keychain's
+    /// ``ItemOptions/synchronizable``, `accessGroup` nil its ``ItemOptions/accessGroup``.
     ///
     /// - Throws: ``KeychainError/invalidItem`` when `server` is empty, `port` is outside 0…65535, or
     ///   `accessGroup` is an empty string.
     public init(server: String, account: String, protocol: InternetProtocol? = nil,
                 authenticationType: AuthenticationType? = nil, port: Int? = nil, path: String? = nil,
-                securityDomain: String? = nil, accessGroup: String? = nil) throws(KeychainError) {
+                securityDomain: String? = nil, accessGroup: String? = nil, synchronizable: Bool? = nil) throws(KeychainError) {
         guard !server.isEmpty else { throw KeychainError(code: .invalidItem, reason: "an internet password needs a non-empty server") }
         if let port, !(0...65535).contains(port) {
             throw KeychainError(code: .invalidItem, reason: "the port must be in 0...65535")
@@ -138,6 +162,7 @@ public struct InternetPassword: KeychainItem {
         self.path = path
         self.securityDomain = securityDomain
         self.accessGroup = accessGroup
+        self.synchronizable = synchronizable
     }
 
     /// `inet` with every primary-key attribute; unset ones as their empty values.
@@ -163,6 +188,7 @@ public struct InternetPassword: KeychainItem {
         if let path { parts.append("path=\"\(path)\"") }
         if let securityDomain { parts.append("securityDomain=\"\(securityDomain)\"") }
         if let accessGroup { parts.append("group=\"\(accessGroup)\"") }
+        if let synchronizable { parts.append("synchronizable=\(synchronizable)") }
         return parts.joined(separator: " ")
     }
 }

@@ -21,7 +21,7 @@ extension Keychain {
     ///   name but never leaves the device, as on Apple's keychain.
     @discardableResult
     public func migrate(_ item: some KeychainItem, to accessibility: Accessibility) throws -> Bool {
-        try reportsExistence { try store.update(identity(of: item, options), with: [Key.accessible: .string(accessibility.rawValue)]) }
+        try reportsExistence { try store.update(identity(of: item), with: [Key.accessible: .string(accessibility.rawValue)]) }
     }
 
     /// Moves every generic password of `service` (in the options' access group) to `accessibility`

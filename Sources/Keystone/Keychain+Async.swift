@@ -15,21 +15,21 @@ extension Keychain {
     /// Saves `data` for `item` off the caller's actor: add, or update when it exists.
     ///
     /// - Throws: as the synchronous `save(_:for:options:)`, or `CancellationError` before it starts.
-    public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) async throws {
+    public func save(_ data: Data, for item: some KeychainItem, options: SaveOptions? = nil) async throws {
         try await offActor { try self.save(data, for: item, options: options) }
     }
 
     /// Saves `string` for `item` off the caller's actor.
     ///
     /// - Throws: as the synchronous `save(_:for:options:)`.
-    public func save(_ string: String, for item: some KeychainItem, options: ItemOptions? = nil) async throws {
+    public func save(_ string: String, for item: some KeychainItem, options: SaveOptions? = nil) async throws {
         try await offActor { try self.save(string, for: item, options: options) }
     }
 
     /// Encodes and saves `value` for `item` off the caller's actor.
     ///
     /// - Throws: as the synchronous `encode(_:for:options:encoder:)`.
-    public func encode<Value: Encodable & Sendable>(_ value: Value, for item: some KeychainItem, options: ItemOptions? = nil,
+    public func encode<Value: Encodable & Sendable>(_ value: Value, for item: some KeychainItem, options: SaveOptions? = nil,
                                                     encoder: @autoclosure @escaping @Sendable () -> JSONEncoder = JSONEncoder()) async throws {
         try await offActor { try self.encode(value, for: item, options: options, encoder: encoder()) }
     }

@@ -23,7 +23,9 @@ extension Keychain {
     /// - Parameters:
     ///   - key: the key.
     ///   - item: where it lives.
-    ///   - options: overrides ``options`` for this call (accessibility, access control, label, comment…).
+    ///   - options: the accessibility, access control, label and comment of this save, replacing the keychain's
+    ///     (``ItemOptions/saveOptions``); nil for the keychain's. The item's access group comes from `item`, else from
+    ///     ``options``, and its synchronizable from ``options``: never from this call.
     /// - Throws: ``KeychainError/keyTypeMismatch`` when the item exists and holds another key type or a password
     ///   (nothing is changed); ``KeychainError`` with `errSecInteractionNotAllowed` (locked; transient),
     ///   `errSecMissingEntitlement` (access group), `errSecUserCanceled` / `errSecAuthFailed` (replacing a
@@ -31,9 +33,9 @@ extension Keychain {
     /// - Important: The key is stored in software: whoever can read the item can read the private key. Prefer
     ///   the Secure Enclave where it is present, and a `ThisDeviceOnly` accessibility for keys that must not
     ///   leave the device in backups.
-    public func save<StoredKey>(_ key: StoredKey, for item: CryptoKeyItem<StoredKey>, options: ItemOptions? = nil) throws {
-        let options = options ?? self.options
-        let owned = ownedQuery(item, options)
+    public func save<StoredKey>(_ key: StoredKey, for item: CryptoKeyItem<StoredKey>, options: SaveOptions? = nil) throws {
+        let options = options ?? self.options.saveOptions
+        let owned = ownedQuery(item)
         let stored = Self.storedAttributes(options)
         let data = key.keychainRepresentation
         var attributes = owned
@@ -69,7 +71,7 @@ extension Keychain {
     ///   `errSecAuthFailed`, `errSecMissingEntitlement`.
     /// - Important: Never delete the item because this throws: only nil means "absent".
     public func key<StoredKey>(for item: CryptoKeyItem<StoredKey>) throws -> StoredKey? {
-        var query = locatingQuery(item, options)
+        var query = locatingQuery(item)
         if case .keyClass = item.location {
             // The curve size is part of a key item's identity: look for this curve's item.
             query[Key.keySizeInBits] = keyClassAttributes(item)[Key.keySizeInBits]
@@ -109,13 +111,15 @@ extension Keychain {
     ///   `errSecMissingEntitlement`.
     @discardableResult
     public func delete<StoredKey>(_ item: CryptoKeyItem<StoredKey>) throws -> Bool {
-        try reportsExistence { try store.delete(ownedQuery(item, options)) }
+        try reportsExistence { try store.delete(ownedQuery(item)) }
     }
 
     // MARK: - Queries
 
     /// The class and identifying attributes of `item`, with access group, synchronizable and platform keys; no marker.
-    func locatingQuery<StoredKey>(_ item: CryptoKeyItem<StoredKey>, _ options: ItemOptions) -> KeychainQuery {
+    ///
+    /// Like `identity(of:)`, it depends on the item and the keychain's ``options`` only, never on a call's options.
+    func locatingQuery<StoredKey>(_ item: CryptoKeyItem<StoredKey>) -> KeychainQuery {
         var query: KeychainQuery
         switch item.location {
         case .keyClass(let tag, _, _):
@@ -132,16 +136,17 @@ extension Keychain {
                 Key.account: .string(account),
             ]
         }
-        if let group = item.accessGroup ?? options.accessGroup { query[Key.accessGroup] = .string(group) }
-        if options.synchronizable { query[Key.synchronizable] = .bool(true) }
+        let identity = identityAttributes(accessGroup: item.accessGroup, synchronizable: nil)
+        if let group = identity.accessGroup { query[Key.accessGroup] = .string(group) }
+        if identity.synchronizable { query[Key.synchronizable] = .bool(true) }
         Self.addPlatformKeys(&query)
         return query
     }
 
     /// The query of the item holding exactly this key type: identity, curve size and purpose marks, or the
     /// generic-password marker. What saves update and deletes remove.
-    package func ownedQuery<StoredKey>(_ item: CryptoKeyItem<StoredKey>, _ options: ItemOptions) -> KeychainQuery {
-        var query = locatingQuery(item, options)
+    package func ownedQuery<StoredKey>(_ item: CryptoKeyItem<StoredKey>) -> KeychainQuery {
+        var query = locatingQuery(item)
         switch item.location {
         case .keyClass:
             for (name, value) in keyClassAttributes(item) { query[name] = value }
@@ -186,7 +191,7 @@ extension Keychain {
 
     /// Whether a private EC key of any size exists under `item`'s tag (attributes only: never prompts).
     func otherKeyExists<StoredKey>(under item: CryptoKeyItem<StoredKey>) throws -> Bool {
-        var query = locatingQuery(item, options)
+        var query = locatingQuery(item)
         query[Key.returnAttributes] = .bool(true)
         query[Key.matchLimit] = .string(Key.matchLimitOne)
         do {
@@ -205,7 +210,7 @@ extension Keychain {
     ///
     /// - Throws: as the synchronous `save(_:for:options:)`, or `CancellationError` before it starts.
     /// - Important: The key is stored in software; prefer the Secure Enclave where it is present.
-    public func save<StoredKey>(_ key: StoredKey, for item: CryptoKeyItem<StoredKey>, options: ItemOptions? = nil) async throws {
+    public func save<StoredKey>(_ key: StoredKey, for item: CryptoKeyItem<StoredKey>, options: SaveOptions? = nil) async throws {
         try await offActor { try self.save(key, for: item, options: options) }
     }
 

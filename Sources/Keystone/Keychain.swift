@@ -26,12 +26,19 @@ import Foundation
 /// try keychain.delete(item)
 /// ```
 ///
+/// An item's identity (class, primary key, access group, synchronizable) comes from the item value and, for what
+/// the item leaves nil, from the keychain's ``options``; never from what one call passes. A save's per-call
+/// ``SaveOptions`` set only the attributes that are not identity (accessibility, access control, label, comment), so
+/// `save`, `data(for:)`, `update(_:for:)`, `delete(_:)` and `attributes(for:)` on one item value always address the
+/// same item.
+///
 /// `Keychain` is a value: copies share the store. Every operation has an `async` form that runs off
 /// the caller's actor (see `Keychain.save(_:for:options:)`'s async twin).
 public struct Keychain: Sendable {
     /// Where the items live.
     public let store: any KeychainStore
-    /// How items are saved: accessibility, synchronizable, access group, access control, label, comment.
+    /// The keychain's configuration: the access group and synchronizable of items that do not name their own
+    /// (part of their identity), and how saves store them (accessibility, access control, label, comment).
     public var options: ItemOptions
     /// How reads of access-controlled secrets authenticate.
     public let authentication: AuthenticationOptions
@@ -42,7 +49,7 @@ public struct Keychain: Sendable {
     ///
     /// - Parameters:
     ///   - store: the four SecItem operations; the platform keychain by default.
-    ///   - options: how items are saved.
+    ///   - options: the default access group and synchronizable of its items, and how they are saved.
     ///   - authentication: prompt text, reuse window and interaction for access-controlled items.
     public init(store: any KeychainStore = SystemKeychain(), options: ItemOptions = ItemOptions(),
                 authentication: AuthenticationOptions = AuthenticationOptions()) {
@@ -68,21 +75,26 @@ public struct Keychain: Sendable {
     /// attributes (accessibility or access control, label, comment). It never deletes: the creation
     /// date and any attribute the options leave nil are kept.
     ///
+    /// The item written is the one `data(for:)`, `update(_:for:)` and `delete(_:)` address with the same `item`:
+    /// its access group and synchronizable come from `item`, else from ``options``, whatever `options` says here.
+    ///
     /// - Parameters:
     ///   - data: the secret.
     ///   - item: which item.
-    ///   - options: overrides ``options`` for this call.
+    ///   - options: the accessibility, access control, label and comment of this save, replacing the keychain's
+    ///     (``ItemOptions/saveOptions``); nil for the keychain's.
     /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (locked; transient),
     ///   `errSecMissingEntitlement` (access group), `errSecUserCanceled` / `errSecAuthFailed` (updating
     ///   a protected secret).
-    public func save(_ data: Data, for item: some KeychainItem, options: ItemOptions? = nil) throws {
-        let options = options ?? self.options
+    public func save(_ data: Data, for item: some KeychainItem, options: SaveOptions? = nil) throws {
+        let options = options ?? self.options.saveOptions
         if options.accessControl == nil, let engine = Self.engine(behind: store), let key = item.compiledKey {
             // The engine's compiled path: the same rules as add-or-update, without building dictionaries
             // (unless hooks observe it: then they get the queries the SecItem path would pass).
+            let identity = identityAttributes(of: item)
             let outcome = try run {
-                try engine.compiledSave(data, for: key, accessGroup: item.accessGroup ?? options.accessGroup,
-                                               synchronizable: options.synchronizable, accessibility: options.accessibility,
+                try engine.compiledSave(data, for: key, accessGroup: identity.accessGroup,
+                                               synchronizable: identity.synchronizable, accessibility: options.accessibility,
                                                label: options.label, comment: options.comment) {
                     self.saveQueries(data, for: item, options)
                 }
@@ -100,9 +112,10 @@ public struct Keychain: Sendable {
         return (store as? any EngineBackedStore)?.engine
     }
 
-    /// A save's add attributes, update query and changes.
-    package func saveQueries(_ data: Data, for item: some KeychainItem, _ options: ItemOptions) -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery) {
-        let identity = identity(of: item, options)
+    /// A save's add attributes, update query and changes: `item`'s identity in this keychain (`identity(of:)`)
+    /// with the attributes `options` set.
+    package func saveQueries(_ data: Data, for item: some KeychainItem, _ options: SaveOptions) -> (add: KeychainQuery, query: KeychainQuery, changes: KeychainQuery) {
+        let identity = identity(of: item)
         let stored = Self.storedAttributes(options)
         var attributes = identity
         attributes[Key.valueData] = .data(data)
@@ -115,14 +128,14 @@ public struct Keychain: Sendable {
     /// Saves `string` as the UTF-8 secret of `item` (add, or update when it exists).
     ///
     /// - Throws: as `save(_:for:options:)`.
-    public func save(_ string: String, for item: some KeychainItem, options: ItemOptions? = nil) throws {
+    public func save(_ string: String, for item: some KeychainItem, options: SaveOptions? = nil) throws {
         try save(Data(string.utf8), for: item, options: options)
     }
 
     /// Encodes `value` as JSON and saves it as the secret of `item` (add, or update when it exists).
     ///
     /// - Throws: ``KeychainError/encodingFailed`` when the encoder fails, else as `save(_:for:options:)`.
-    public func encode<Value: Encodable>(_ value: Value, for item: some KeychainItem, options: ItemOptions? = nil,
+    public func encode<Value: Encodable>(_ value: Value, for item: some KeychainItem, options: SaveOptions? = nil,
                                          encoder: JSONEncoder = JSONEncoder()) throws {
         let data: Data
         do {
@@ -148,8 +161,9 @@ public struct Keychain: Sendable {
             // The engine's compiled path: the same rules as copyMatching, without building dictionaries
             // (unless hooks observe it: then they get the query the SecItem path would pass).
             do {
-                if case .done(let data) = try engine.compiledSecret(for: key, accessGroup: item.accessGroup ?? options.accessGroup,
-                                                                             synchronizable: options.synchronizable, observedQuery: { self.readQuery(item) }) {
+                let identity = identityAttributes(of: item)
+                if case .done(let data) = try engine.compiledSecret(for: key, accessGroup: identity.accessGroup,
+                                                                             synchronizable: identity.synchronizable, observedQuery: { self.readQuery(item) }) {
                     return data
                 }
             } catch let error where KeychainError.itemNotFound ~= error {
@@ -206,7 +220,7 @@ public struct Keychain: Sendable {
 
     /// The query reading `item`'s secret: identity, `kSecReturnData`, limit One, authentication keys.
     func readQuery(_ item: some KeychainItem) -> KeychainQuery {
-        var query = identity(of: item, options)
+        var query = identity(of: item)
         query[Key.returnData] = .bool(true)
         query[Key.matchLimit] = .string(Key.matchLimitOne)
         return authenticated(query)
@@ -224,7 +238,7 @@ public struct Keychain: Sendable {
     /// - Returns: the attributes, or nil when there is no such item.
     /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (locked), `errSecMissingEntitlement`.
     public func attributes(for item: some KeychainItem) throws -> ItemAttributes? {
-        var query = identity(of: item, options)
+        var query = identity(of: item)
         query[Key.returnAttributes] = .bool(true)
         query[Key.matchLimit] = .string(Key.matchLimitOne)
         let result: ItemResult?
@@ -288,7 +302,7 @@ public struct Keychain: Sendable {
         var changes: KeychainQuery = [Key.valueData: .data(data)]
         if let label = options.label { changes[Key.label] = .string(label) }
         if let comment = options.comment { changes[Key.comment] = .string(comment) }
-        try run { try store.update(authenticated(identity(of: item, options)), with: changes) }
+        try run { try store.update(authenticated(identity(of: item)), with: changes) }
     }
 
     /// Replaces the secret of an existing `item` with the UTF-8 bytes of `string`.
@@ -306,7 +320,7 @@ public struct Keychain: Sendable {
     /// - Throws: ``KeychainError`` with `errSecInteractionNotAllowed` (locked), `errSecMissingEntitlement`.
     @discardableResult
     public func delete(_ item: some KeychainItem) throws -> Bool {
-        try reportsExistence { try store.delete(identity(of: item, options)) }
+        try reportsExistence { try store.delete(identity(of: item)) }
     }
 
     /// Deletes every generic password of `service`, synchronizable or not, and nothing else.
@@ -333,64 +347,6 @@ public struct Keychain: Sendable {
         } catch {
             throw KeychainError(converting: error)
         }
-    }
-
-    // MARK: - Query building
-
-    /// The query identifying `item`: class, primary key, access group, synchronizable, platform keys.
-    package func identity(of item: some KeychainItem, _ options: ItemOptions) -> KeychainQuery {
-        var query = item.identifyingAttributes
-        if let group = item.accessGroup ?? options.accessGroup { query[Key.accessGroup] = .string(group) }
-        if options.synchronizable { query[Key.synchronizable] = .bool(true) }
-        Self.addPlatformKeys(&query)
-        return query
-    }
-
-    /// Class + service (+ access group) + any synchronizable: the bounded query of a whole service.
-    package func serviceQuery(_ service: String, accessGroup: String?) throws -> KeychainQuery {
-        guard !service.isEmpty else {
-            throw KeychainError(code: .invalidItem, reason: "a service query needs a non-empty service")
-        }
-        var query: KeychainQuery = [
-            Key.class: .string(ItemClass.genericPassword.rawValue),
-            Key.service: .string(service),
-            Key.synchronizable: .string(Key.synchronizableAny),
-        ]
-        if let group = accessGroup ?? options.accessGroup {
-            guard !group.isEmpty else { throw KeychainError(code: .invalidItem, reason: "the access group must not be empty") }
-            query[Key.accessGroup] = .string(group)
-        }
-        Self.addPlatformKeys(&query)
-        return query
-    }
-
-    /// Adds the authentication keys (prompt, context) to a query that reads or changes a secret.
-    func authenticated(_ query: KeychainQuery) -> KeychainQuery {
-        var query = query
-        if let prompt = authentication.prompt { query[Key.useOperationPrompt] = .string(prompt) }
-        if let context { query[Key.useAuthenticationContext] = .authenticationContext(context) }
-        return query
-    }
-
-    /// The stored (non-identifying) attributes the options set: accessibility or access control, label, comment.
-    package static func storedAttributes(_ options: ItemOptions) -> KeychainQuery {
-        var attributes: KeychainQuery = [:]
-        if let accessControl = options.accessControl {
-            attributes[Key.accessControl] = .accessControl(accessControl)
-        } else {
-            attributes[Key.accessible] = .string(options.accessibility.rawValue)
-        }
-        if let label = options.label { attributes[Key.label] = .string(label) }
-        if let comment = options.comment { attributes[Key.comment] = .string(comment) }
-        return attributes
-    }
-
-    /// On macOS, every query goes to the data protection keychain (`kSecUseDataProtectionKeychain`):
-    /// without it, SecItem calls use the legacy file keychain, which has different rules.
-    package static func addPlatformKeys(_ query: inout KeychainQuery) {
-        #if os(macOS)
-        query[Key.useDataProtectionKeychain] = .bool(true)
-        #endif
     }
 
     /// Runs a store call, converting its error to ``KeychainError``.

@@ -1,6 +1,17 @@
 import Foundation
 
-/// How ``Keychain`` stores items: accessibility, synchronization, access group, access control, label, comment.
+// Decision (issue 26 item 4): an item's identity never depends on per-call options. The attributes that are part of an
+// item's primary key, the access group (`agrp`) and synchronizable (`sync`), come from the item value when it names
+// them (`GenericPassword(service:account:accessGroup:synchronizable:)`) and otherwise from the keychain's own
+// ``ItemOptions``, never from what one call passes: save, read, update, delete, attributes and existence of one item
+// value on one `Keychain` all address the same item. What a single save may change is ``SaveOptions``, which has no
+// identity attribute, so the mismatch cannot be written. The former per-call `ItemOptions` overloads stay, deprecated,
+// and refuse (errSecParam, nothing written) options whose access group or synchronizable differ from the keychain's.
+// Valet fixes identity the same way (an identifier, a shared group and the iCloud flavour chosen once, when the Valet
+// is made, no per-call options); KeychainAccess keeps service, group and synchronizable on the `Keychain` value.
+
+/// A keychain's configuration: which items it addresses by default (access group, synchronizable) and how it stores
+/// them (accessibility, access control, label, comment).
 ///
 /// ```swift
 /// var options = ItemOptions(accessibility: .afterFirstUnlockThisDeviceOnly)
@@ -8,18 +19,26 @@ import Foundation
 /// let keychain = Keychain(options: options)
 /// ```
 ///
+/// ``accessGroup`` and ``synchronizable`` are part of an item's identity: they apply to every item of the keychain
+/// that does not name its own (``GenericPassword/accessGroup``, ``GenericPassword/synchronizable``), identically for
+/// save, read, update and delete. To save one item with other attributes, pass ``SaveOptions``; to address items in
+/// another group or synchronized, name it on the item or use another `Keychain`.
+///
 /// See <doc:ChoosingAccessibility> for which accessibility to pick.
 public struct ItemOptions: Sendable, Hashable {
     /// When the secret is available (`kSecAttrAccessible`). Default: `Accessibility.whenUnlocked`,
     /// Apple's default. With ``accessControlFlags``, this is the access control's protection class.
     public var accessibility: Accessibility
-    /// Whether the item synchronizes through iCloud Keychain (`kSecAttrSynchronizable`). Default false.
+    /// Whether the keychain's items synchronize through iCloud Keychain (`kSecAttrSynchronizable`), for items that
+    /// do not say (``KeychainItem/synchronizable`` nil). Default false.
     ///
     /// Synchronizable is part of an item's identity: a synchronizable and a local item with the same
     /// service and account are two items. With a `ThisDeviceOnly` accessibility the item is accepted and
     /// reads back as synchronizable, as on Apple's keychain, but it never leaves the device.
     public var synchronizable: Bool
     /// The access group for items that do not name one (`kSecAttrAccessGroup`); nil for the app's default.
+    ///
+    /// Part of an item's identity: the same service and account in two groups are two items.
     ///
     /// - Important: Naming a group the app is not entitled to fails with `errSecMissingEntitlement` (-34018).
     public var accessGroup: String?
@@ -40,6 +59,65 @@ public struct ItemOptions: Sendable, Hashable {
         self.accessibility = accessibility
         self.synchronizable = synchronizable
         self.accessGroup = accessGroup
+        self.accessControlFlags = accessControlFlags
+        self.label = label
+        self.comment = comment
+    }
+
+    /// The access control these options describe, if any.
+    public var accessControl: AccessControl? {
+        accessControlFlags.map { AccessControl(accessibility: accessibility, flags: $0) }
+    }
+
+    /// The attributes a save sets (accessibility, access control, label, comment): these options without their
+    /// identity attributes. Setting it leaves ``accessGroup`` and ``synchronizable`` as they are.
+    ///
+    /// ```swift
+    /// var once = keychain.options.saveOptions
+    /// once.label = "Rotated token"
+    /// try keychain.save(token, for: item, options: once)
+    /// ```
+    public var saveOptions: SaveOptions {
+        get { SaveOptions(accessibility: accessibility, accessControlFlags: accessControlFlags, label: label, comment: comment) }
+        set {
+            accessibility = newValue.accessibility
+            accessControlFlags = newValue.accessControlFlags
+            label = newValue.label
+            comment = newValue.comment
+        }
+    }
+}
+
+/// What one save may set besides the secret: accessibility, access control, label and comment.
+///
+/// None of these is part of an item's identity, so a save with `SaveOptions` writes the very item that `data(for:)`,
+/// `update(_:for:)` and `delete(_:)` address with the same item value. The access group and synchronizable, which
+/// are identity, are not here: they come from the item (``GenericPassword/accessGroup``,
+/// ``GenericPassword/synchronizable``) or the keychain's ``ItemOptions``.
+///
+/// The options replace the keychain's for this save (they are not merged): start from
+/// `keychain.options.saveOptions` to change one attribute only.
+///
+/// ```swift
+/// try keychain.save(token, for: item, options: SaveOptions(accessibility: .afterFirstUnlockThisDeviceOnly, label: "API token"))
+/// ```
+public struct SaveOptions: Sendable, Hashable {
+    /// When the secret is available (`kSecAttrAccessible`). Default: `Accessibility.whenUnlocked`, Apple's default.
+    /// With ``accessControlFlags``, this is the access control's protection class.
+    public var accessibility: Accessibility
+    /// An access control (`kSecAttrAccessControl`): the authentication reading the secret needs. nil for none.
+    ///
+    /// - Important: On a simulator, biometric access control is not enforced.
+    public var accessControlFlags: AccessControlFlags?
+    /// A user-visible label (`kSecAttrLabel`). nil leaves it unset (and unchanged when the item exists).
+    public var label: String?
+    /// A comment (`kSecAttrComment`). nil leaves it unset (and unchanged when the item exists).
+    public var comment: String?
+
+    /// Creates save options; every parameter has Apple's default.
+    public init(accessibility: Accessibility = .whenUnlocked, accessControlFlags: AccessControlFlags? = nil,
+                label: String? = nil, comment: String? = nil) {
+        self.accessibility = accessibility
         self.accessControlFlags = accessControlFlags
         self.label = label
         self.comment = comment
@@ -78,65 +156,5 @@ public struct AuthenticationOptions: Sendable {
         self.reuseDuration = reuseDuration
         self.allowsInteraction = allowsInteraction
         self.context = context
-    }
-}
-
-/// The attributes of one item, read without its secret.
-public struct ItemAttributes: Sendable, Hashable {
-    /// The item's class.
-    public var itemClass: ItemClass
-    /// The account (`acct`).
-    public var account: String
-    /// The service (`svce`), for generic passwords.
-    public var service: String?
-    /// The server (`srvr`), for internet passwords.
-    public var server: String?
-    /// The access group (`agrp`).
-    public var accessGroup: String?
-    /// The label (`labl`).
-    public var label: String?
-    /// The comment (`icmt`).
-    public var comment: String?
-    /// When the item was added (`cdat`).
-    public var creationDate: Date?
-    /// When the item last changed (`mdat`).
-    public var modificationDate: Date?
-    /// The accessibility (`pdmn`).
-    public var accessibility: Accessibility?
-    /// Whether the item synchronizes (`sync`).
-    public var synchronizable: Bool
-    /// Whether the item was given an access control with flags (`kSecAttrAccessControl` with
-    /// `.userPresence`, `.biometryAny`, `.privateKeyUsage` …): reading its secret may need the user.
-    ///
-    /// ``SystemKeychain`` reports it on Apple platforms and on Linux, as engine-backed stores such as
-    /// `InMemoryKeychain` do. Every item's attributes carry an access control (`accc`): for an item added
-    /// with only `kSecAttrAccessible`, it is that protection class with no flags, as on Apple's keychain.
-    /// Such an item reports false here.
-    ///
-    /// - Important: On Apple platforms the flags themselves cannot be read with public API: an access control
-    ///   that is more than its protection class reports true, whatever its flags.
-    public var hasAccessControl: Bool
-
-    /// Reads the attributes out of an attributes dictionary (`kSecReturnAttributes`); ignores `v_Data`.
-    public init(_ attributes: KeychainQuery) {
-        itemClass = attributes[Key.class]?.stringValue.flatMap(ItemClass.init(rawValue:)) ?? .genericPassword
-        // Account, service, server, label and comment may have been given as String or Data (SecItem code
-        // does both): either reads as text here.
-        account = attributes[Key.account]?.textValue ?? ""
-        service = attributes[Key.service]?.textValue
-        server = attributes[Key.server]?.textValue
-        accessGroup = attributes[Key.accessGroup]?.stringValue
-        label = attributes[Key.label]?.textValue
-        comment = attributes[Key.comment]?.textValue
-        if case .date(let d)? = attributes[Key.creationDate] { creationDate = d } else { creationDate = nil }
-        if case .date(let d)? = attributes[Key.modificationDate] { modificationDate = d } else { modificationDate = nil }
-        accessibility = attributes[Key.accessible]?.stringValue.flatMap(Accessibility.init(rawValue:))
-        synchronizable = attributes[Key.synchronizable]?.boolValue ?? false
-        switch attributes[Key.accessControl] {
-        case .accessControl(let control)?: hasAccessControl = !control.flags.isEmpty
-        // SystemKeychain on Apple platforms: an access control with constraints whose flags public API cannot read.
-        case .bool(let constrained)?: hasAccessControl = constrained
-        default: hasAccessControl = false
-        }
     }
 }

@@ -333,7 +333,7 @@ extension Keychain {
     ///
     /// - Returns: false when the item exists (`errSecDuplicateItem`): nothing was changed.
     func addKey<StoredKey>(_ key: StoredKey, for item: CryptoKeyItem<StoredKey>) throws(KeychainError) -> Bool {
-        var attributes = ownedQuery(item, options)
+        var attributes = ownedQuery(item)
         attributes[Key.valueData] = .data(key.keychainRepresentation)
         for (name, value) in Self.storedAttributes(options) { attributes[name] = value }
         do {

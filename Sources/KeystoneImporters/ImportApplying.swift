@@ -214,7 +214,7 @@ extension Keychain {
     /// Writes `candidate` as `action` says: add (a plain add: an item that appeared meanwhile is a duplicate error,
     /// never overwritten), or update in place.
     func write(_ candidate: ImportCandidate, action: ImportAction) throws {
-        let (add, query, changes) = saveQueries(candidate.secret, for: candidate.item.keychainItem, options)
+        let (add, query, changes) = saveQueries(candidate.secret, for: candidate.item.keychainItem, options.saveOptions)
         switch action {
         case .add: try run { _ = try store.add(add) }
         case .replace: try run { try store.update(query, with: changes) }
@@ -229,7 +229,7 @@ extension Keychain {
     /// Whether the legacy item is the target item itself (same class and primary key): then there is nothing to
     /// move, and deleting it would delete the import.
     static func isSameItem(_ legacy: KeychainQuery, as candidate: ImportCandidate, in target: Keychain) -> Bool {
-        let identity = target.identity(of: candidate.item.keychainItem, target.options)
+        let identity = target.identity(of: candidate.item.keychainItem)
         guard legacy[Key.class]?.stringValue == identity[Key.class]?.stringValue else { return false }
         let keys = [Key.service, Key.account, Key.server, Key.protocol, Key.authenticationType, Key.path, Key.securityDomain]
         for key in keys where (legacy[key]?.textValue ?? "") != (identity[key]?.textValue ?? "") { return false }

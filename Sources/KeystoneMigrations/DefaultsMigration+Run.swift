@@ -163,7 +163,7 @@ extension Keychain {
             outcome = .keptKeychainValue
         } else {
             // Add, never add-or-update: an item that appeared since the check (another process) wins too.
-            let attributes = keychain.saveQueries(legacy, for: step.item, keychain.options).add
+            let attributes = keychain.saveQueries(legacy, for: step.item, keychain.options.saveOptions).add
             let added: Bool = try named {
                 do {
                     _ = try keychain.store.add(attributes)

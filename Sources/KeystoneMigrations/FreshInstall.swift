@@ -218,7 +218,7 @@ extension Keychain {
             Self.addPlatformKeys(&query)
             return query
         case .item(let item):
-            var query = identity(of: item, options)
+            var query = identity(of: item)
             query[Key.synchronizable] = .string(Key.synchronizableAny)
             return query
         }

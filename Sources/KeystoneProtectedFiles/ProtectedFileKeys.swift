@@ -93,14 +93,14 @@ struct ProtectedFileKeys {
     private func savePublic(_ publicKey: P256.KeyAgreement.PublicKey) throws {
         // Add-or-update is right here: the value is derived from the one private key that won the add.
         try keychain.save(publicKey.x963Representation, for: publicItem(),
-                          options: ItemOptions(accessibility: .afterFirstUnlockThisDeviceOnly, accessGroup: keychain.options.accessGroup))
+                          options: SaveOptions(accessibility: .afterFirstUnlockThisDeviceOnly))
     }
 
     /// Adds `key` for `item`; when another writer added one first (errSecDuplicateItem), returns that one.
     private func addOnce<StoredKey>(_ key: StoredKey, for item: CryptoKeyItem<StoredKey>, accessibility: Accessibility) throws -> StoredKey {
         var options = keychain.options
         options.accessibility = accessibility
-        var attributes = keychain.ownedQuery(item, options)
+        var attributes = keychain.ownedQuery(item)
         attributes[Key.valueData] = .data(key.keychainRepresentation)
         for (name, value) in Keychain.storedAttributes(options) { attributes[name] = value }
         do {

@@ -53,7 +53,7 @@ struct ProtectedFileVersions {
         guard try current(identity) < version else { return }
         var bytes = Data()
         withUnsafeBytes(of: version.bigEndian) { bytes.append(contentsOf: $0) }
-        let options = ItemOptions(accessibility: .afterFirstUnlockThisDeviceOnly, accessGroup: keychain.options.accessGroup,
+        let options = SaveOptions(accessibility: .afterFirstUnlockThisDeviceOnly,
                                   label: "Keystone protected file version (\(identity.description))")
         try keychain.save(bytes, for: item(identity), options: options)
     }

@@ -12,7 +12,7 @@ struct MigrationAsyncTests {
         let keychain = Keychain(store: memory)
         let item = try GenericPassword(service: "com.example.app", account: "a")
         let other = try GenericPassword(service: "com.example.other", account: "b")
-        try await keychain.save("v", for: item, options: ItemOptions(accessibility: .whenUnlocked))
+        try await keychain.save("v", for: item, options: SaveOptions(accessibility: .whenUnlocked))
         try await keychain.save("w", for: other)
 
         let report = try await keychain.reprotect([item], to: ReprotectionTarget(accessibility: .afterFirstUnlock))

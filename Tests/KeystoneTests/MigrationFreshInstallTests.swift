@@ -8,7 +8,7 @@ import Testing
 @Suite("Fresh-install wipe")
 struct MigrationFreshInstallTests {
     let app = try! GenericPassword(service: "com.example.app", account: "a")
-    let appSynced = try! GenericPassword(service: "com.example.app", account: "synced")
+    let appSynced = try! GenericPassword(service: "com.example.app", account: "synced", synchronizable: true)
     let appServer = try! InternetPassword(server: "api.example.com", account: "a", protocol: .https)
     let other = try! GenericPassword(service: "com.example.other", account: "a")
     let otherServer = try! InternetPassword(server: "com.example.app", account: "a")
@@ -18,7 +18,7 @@ struct MigrationFreshInstallTests {
         let memory = InMemoryKeychain()
         let keychain = Keychain(store: memory)
         try keychain.save("old", for: app)
-        try keychain.save("old", for: appSynced, options: ItemOptions(synchronizable: true))
+        try keychain.save("old", for: appSynced)
         try keychain.save("old", for: appServer)
         try keychain.save("keep", for: other)
         try keychain.save("keep", for: otherServer)
@@ -113,7 +113,7 @@ struct MigrationFreshInstallTests {
         guard case .wiped(let deleted) = try keychain.wipeIfFreshInstall(scope, marker: InMemoryInstallMarker()) else { Issue.record("not wiped"); return }
         #expect(deleted.map(\.account) == ["a"] && memory.itemCount == 4)
         // The service's other accounts stay.
-        #expect(try Keychain(store: memory, options: ItemOptions(synchronizable: true)).exists(appSynced))
+        #expect(try Keychain(store: memory).exists(appSynced))
     }
 
     @Test("A scope that would widen a delete is refused before anything is read", arguments: [

@@ -43,8 +43,8 @@ struct MigrationReprotectionTests {
     func lockedItemSkipped() throws {
         let memory = InMemoryKeychain()
         let keychain = Keychain(store: memory)
-        try keychain.save("available", for: item("bg"), options: ItemOptions(accessibility: .afterFirstUnlock))
-        try keychain.save(secretData, for: item("fg"), options: ItemOptions(accessibility: .whenUnlocked))
+        try keychain.save("available", for: item("bg"), options: SaveOptions(accessibility: .afterFirstUnlock))
+        try keychain.save(secretData, for: item("fg"), options: SaveOptions(accessibility: .whenUnlocked))
         memory.lockState = .lockedAfterFirstUnlock
 
         let report = try keychain.reprotect([item("bg"), item("fg")], to: ReprotectionTarget(accessibility: .afterFirstUnlockThisDeviceOnly))
@@ -62,7 +62,7 @@ struct MigrationReprotectionTests {
     func targetClassLocked() throws {
         let memory = InMemoryKeychain()
         let keychain = Keychain(store: memory)
-        try keychain.save("v", for: item("bg"), options: ItemOptions(accessibility: .afterFirstUnlock))
+        try keychain.save("v", for: item("bg"), options: SaveOptions(accessibility: .afterFirstUnlock))
         memory.lockState = .lockedAfterFirstUnlock
         let report = try keychain.reprotect([item("bg")], to: ReprotectionTarget(accessibility: .whenUnlocked))
         #expect(report.skipped.first?.reason == .interactionNotAllowed && report.moved.isEmpty)
@@ -120,11 +120,12 @@ struct MigrationReprotectionTests {
         let memory = InMemoryKeychain()
         let keychain = Keychain(store: memory)
         try keychain.save("local", for: item("local"))
-        try keychain.save("synced", for: item("synced"), options: ItemOptions(synchronizable: true))
+        let syncedItem = try GenericPassword(service: "com.example.app", account: "synced", synchronizable: true)
+        try keychain.save("synced", for: syncedItem)
         let report = try keychain.reprotectAll(service: "com.example.app", to: ReprotectionTarget(accessibility: .afterFirstUnlockThisDeviceOnly))
         #expect(report.moved.map(\.account) == ["local"])
         #expect(report.skipped.count == 1 && report.skipped.first?.reason == .invalidItem)
-        let synced = try #require(try Keychain(store: memory, options: ItemOptions(synchronizable: true)).attributes(for: item("synced")))
+        let synced = try #require(try keychain.attributes(for: syncedItem))
         #expect(synced.accessibility == .whenUnlocked)
     }
 
@@ -156,8 +157,8 @@ struct MigrationReprotectionTests {
     func serviceWideLocked() throws {
         let memory = InMemoryKeychain()
         let keychain = Keychain(store: memory)
-        try keychain.save("bg", for: item("bg"), options: ItemOptions(accessibility: .afterFirstUnlock))
-        try keychain.save(secretData, for: item("fg"), options: ItemOptions(accessibility: .whenUnlocked))
+        try keychain.save("bg", for: item("bg"), options: SaveOptions(accessibility: .afterFirstUnlock))
+        try keychain.save(secretData, for: item("fg"), options: SaveOptions(accessibility: .whenUnlocked))
         memory.lockState = .lockedAfterFirstUnlock
 
         let report = try keychain.reprotectAll(service: "com.example.app", to: ReprotectionTarget(accessibility: .afterFirstUnlockThisDeviceOnly))

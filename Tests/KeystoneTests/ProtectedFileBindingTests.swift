@@ -73,7 +73,7 @@ struct ProtectedFileBindingTests {
         let keychain = Keychain(store: memory)
         try keychain.save(SymmetricKey(data: Data((1...32).map { UInt8($0) })),
                           for: CryptoKeyItem<SymmetricKey>(service: ProtectedFiles.defaultService, account: "complete"),
-                          options: ItemOptions(accessibility: .whenUnlockedThisDeviceOnly))
+                          options: SaveOptions(accessibility: .whenUnlockedThisDeviceOnly))
         let scratch = try ScratchDirectory()
         let url = scratch.file("legacy.token")
         try #require(Data(base64Encoded: Self.formatVersion1)).write(to: url)
