@@ -110,35 +110,5 @@ extension StorageContract {
             c.check(try storage.read { try $0.candidate(in: .genericPassword, rowID: damaged) } != nil,
                     "the damaged row was deleted by a search, update or delete of the engine")
         },
-        Clause("in each lock state the storage serves every row the engine's rule makes available; the others, if not served, are unreadable with errSecInteractionNotAllowed, never deleted",
-               requires: [.lockState]) { factory, c in
-            let storage = try factory.makeStorage()
-            var ids: [Accessibility: Int64] = [:]
-            for accessibility in Accessibility.allCases {
-                var item = row("lock", accessibility.rawValue, secret: accessibility.rawValue)
-                item.attributes[Key.accessible] = .string(accessibility.rawValue)
-                ids[accessibility] = try storage.write { try $0.insert(item) }
-            }
-            for state in [LockState.lockedAfterFirstUnlock, .locked, .unlocked] {
-                try factory.setLockState!(storage, state)
-                c.check(storage.lockState == state, "after setting \(state) the storage reports \(storage.lockState)")
-                for (accessibility, id) in ids.sorted(by: { $0.value < $1.value }) {
-                    let found = try storage.read { try $0.candidate(in: .genericPassword, rowID: id) }
-                    switch (found, accessibility.isAvailable(in: state)) {
-                    case (.item(let item)?, true):
-                        c.check(item.secret == Data(accessibility.rawValue.utf8), "\(state): the \(accessibility) row reads back other contents")
-                    case (.unreadable(_, _, let error)?, false):
-                        c.check(error.status == Status.interactionNotAllowed,
-                                "\(state): the \(accessibility) row is unreadable with \(error.status), not errSecInteractionNotAllowed")
-                    case (.item?, false):
-                        // Decision: a storage that keeps no keys (memory) may serve a row its class's rule makes
-                        // unavailable: the engine applies `Accessibility.isAvailable(in:)` to every row it reads anyway.
-                        break
-                    case (.unreadable?, true): c.check(false, "\(state): the \(accessibility) row is unreadable, but the engine's rule makes it available")
-                    case (nil, _): c.check(false, "\(state): the \(accessibility) row is gone")
-                    }
-                }
-            }
-        },
     ]
 }

@@ -23,7 +23,7 @@ public struct ContractViolation: Error, CustomStringConvertible, Sendable {
 /// How the contract makes storages to test: a fresh, empty keychain for each call, and the optional capabilities some
 /// clauses need.
 public struct StorageFactory: Sendable {
-    /// A fresh, empty keychain.
+    /// A fresh, empty, unlocked keychain.
     public var makeStorage: @Sendable () throws -> any KeychainStorage
     /// Another fresh keychain on the same backend as the given one (another file in the same directory, another name
     /// on the same etcd cluster, another collection of the same Secret Service). Nil: the isolation clause does not apply.
@@ -31,19 +31,44 @@ public struct StorageFactory: Sendable {
     /// Damages the stored row (its ciphertext, its index columns) the way a bad disk or a tampering writer would. Nil:
     /// the damaged-row clause does not apply (a storage that keeps rows only in memory has nothing to damage).
     public var damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)?
-    /// Puts the storage in a lock state (`lock()`, `lockAfterFirstUnlock()`, `unlock(password:)`). Nil: the lock-state
-    /// clause does not apply.
+    /// Puts the storage in a lock state (`lock()`, `lockAfterFirstUnlock()`, `unlock(password:)`), one of
+    /// ``reachableLockStates``. Nil: the lock-state clauses do not apply.
     public var setLockState: (@Sendable (any KeychainStorage, LockState) throws -> Void)?
+    /// The lock states ``setLockState`` can reach (all three by default). A Secret Service collection is locked or
+    /// unlocked, nothing in between: its factory leaves out `lockedAfterFirstUnlock`, and that state's clause does not
+    /// apply to it.
+    public var reachableLockStates: Set<LockState>
+    /// Whether the storage itself withholds the rows its lock state makes unavailable, returning them as unreadable
+    /// with `errSecInteractionNotAllowed` (true by default: a storage that encrypts rows cannot decrypt them).
+    ///
+    /// Decision: false only for a storage that keeps rows in the clear and has no key to withhold (the memory
+    /// storage): it may serve every row in every state, because the engine applies `Accessibility.isAvailable(in:)`
+    /// to every row it reads; the lock-state clauses then check that rule through the engine only.
+    public var withholdsUnavailableRows: Bool
+    /// How many rows the storage has decrypted (or otherwise opened) so far. Nil: the clause that counts the rows a
+    /// limit-one search decrypts does not apply (the visit-count clause still does).
+    public var decryptionCount: (@Sendable (any KeychainStorage) -> Int)?
+    /// Why this factory lacks a capability, for the test report (``StorageContract/Clause/reasonNotApplicable(to:)``):
+    /// "rows live only in memory", "sqlite3 is not installed".
+    public var reasonsForMissingCapabilities: [StorageContract.Capability: String]
 
     /// A factory of fresh keychains, with the optional capabilities.
     public init(makeStorage: @escaping @Sendable () throws -> any KeychainStorage,
                 makeSecondKeychain: (@Sendable (any KeychainStorage) throws -> any KeychainStorage)? = nil,
                 damageRow: (@Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void)? = nil,
-                setLockState: (@Sendable (any KeychainStorage, LockState) throws -> Void)? = nil) {
+                setLockState: (@Sendable (any KeychainStorage, LockState) throws -> Void)? = nil,
+                reachableLockStates: Set<LockState> = Set(LockState.allCases),
+                withholdsUnavailableRows: Bool = true,
+                decryptionCount: (@Sendable (any KeychainStorage) -> Int)? = nil,
+                reasonsForMissingCapabilities: [StorageContract.Capability: String] = [:]) {
         self.makeStorage = makeStorage
-        self.setLockState = setLockState
         self.makeSecondKeychain = makeSecondKeychain
         self.damageRow = damageRow
+        self.setLockState = setLockState
+        self.reachableLockStates = reachableLockStates
+        self.withholdsUnavailableRows = withholdsUnavailableRows
+        self.decryptionCount = decryptionCount
+        self.reasonsForMissingCapabilities = reasonsForMissingCapabilities
     }
 
     /// The capabilities this factory offers.
@@ -51,7 +76,8 @@ public struct StorageFactory: Sendable {
         var result: Set<StorageContract.Capability> = []
         if makeSecondKeychain != nil { result.insert(.secondKeychain) }
         if damageRow != nil { result.insert(.damageRow) }
-        if setLockState != nil { result.insert(.lockState) }
+        if setLockState != nil { result.formUnion(reachableLockStates.map(StorageContract.Capability.lockState)) }
+        if decryptionCount != nil { result.insert(.decryptionCount) }
         return result
     }
 }
@@ -62,13 +88,24 @@ public struct StorageFactory: Sendable {
 /// so Swift Testing and XCTest tests call it alike.
 public enum StorageContract {
     /// An optional capability of a ``StorageFactory`` that a clause needs.
-    public enum Capability: String, Sendable, Hashable, CaseIterable {
+    public enum Capability: Sendable, Hashable, CustomStringConvertible {
         /// ``StorageFactory/makeSecondKeychain``.
         case secondKeychain
         /// ``StorageFactory/damageRow``.
         case damageRow
-        /// ``StorageFactory/setLockState``.
-        case lockState
+        /// ``StorageFactory/setLockState`` reaching this state (``StorageFactory/reachableLockStates``).
+        case lockState(LockState)
+        /// ``StorageFactory/decryptionCount``.
+        case decryptionCount
+
+        public var description: String {
+            switch self {
+            case .secondKeychain: "makeSecondKeychain"
+            case .damageRow: "damageRow"
+            case .lockState(let state): "setLockState(\(state.rawValue))"
+            case .decryptionCount: "decryptionCount"
+            }
+        }
     }
 
     /// One rule of the contract.
@@ -89,10 +126,20 @@ public enum StorageContract {
 
         /// Whether `factory` offers every capability the clause needs.
         public func applies(to factory: StorageFactory) -> Bool { requires.isSubset(of: factory.capabilities) }
+
+        /// Why the clause does not apply to `factory` (each missing capability, with the factory's reason for lacking
+        /// it), or nil when it applies. A test reports it as the reason of a skip, so no clause drops out unseen.
+        public func reasonNotApplicable(to factory: StorageFactory) -> String? {
+            let missing = requires.subtracting(factory.capabilities)
+            guard !missing.isEmpty else { return nil }
+            return missing.map { capability in
+                "no \(capability)" + (factory.reasonsForMissingCapabilities[capability].map { ": \($0)" } ?? "")
+            }.sorted().joined(separator: "; ")
+        }
     }
 
     /// Every clause, in a stable order.
-    public static var clauses: [Clause] { rowClauses + engineClauses + robustnessClauses }
+    public static var clauses: [Clause] { rowClauses + queryClauses + engineClauses + robustnessClauses + lockStateClauses }
 
     /// Runs `clause` against storages of `factory`.
     ///
@@ -100,9 +147,8 @@ public enum StorageContract {
     ///   capability when the factory lacks one the clause needs: check ``Clause/applies(to:)`` first); any error the
     ///   storage throws where the clause expects success.
     public static func run(_ clause: Clause, on factory: StorageFactory) throws {
-        let missing = clause.requires.subtracting(factory.capabilities)
-        guard missing.isEmpty else {
-            throw ContractViolation(clause: clause.name, message: "the factory lacks \(missing.map(\.rawValue).sorted()) that this clause needs",
+        if let reason = clause.reasonNotApplicable(to: factory) {
+            throw ContractViolation(clause: clause.name, message: "the factory cannot run this clause: \(reason)",
                                     location: "StorageContract.run")
         }
         var checker = Checker(clause: clause.name)

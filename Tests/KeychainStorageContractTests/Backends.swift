@@ -20,7 +20,13 @@ enum Backends {
         setLockState: { storage, state in
             guard let memory = storage as? MemoryStorage else { throw EngineError(Status.param, "not a memory storage") }
             memory.lockState = state
-        })
+        },
+        // Rows in the clear, no key to withhold: the engine applies the lock-state rule to what it reads.
+        withholdsUnavailableRows: false,
+        reasonsForMissingCapabilities: [
+            .damageRow: "the memory storage keeps rows only in memory: nothing stored to damage",
+            .decryptionCount: "the memory storage decrypts nothing",
+        ])
 
     static let keychainFile = StorageFactory(
         makeStorage: { try KeychainFile.create(at: freshDirectory().appendingPathComponent("test.keychain-db").path, password: "pw") },
@@ -30,18 +36,7 @@ enum Backends {
             let directory = URL(fileURLWithPath: file.path).deletingLastPathComponent()
             return try KeychainFile.create(at: directory.appendingPathComponent("second-\(UUID().uuidString).keychain-db").path, password: "pw")
         },
-        damageRow: { storage, itemClass, rowID in
-            // A tampering writer with the sqlite3 tool: the row gets another row's sealed contents when there is one
-            // (a swap the file must detect), else its payload is zeroed.
-            guard let file = storage as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
-            let table = itemClass.rawValue
-            try sqlite3(file.path, """
-                UPDATE \(table) SET
-                  payload = coalesce((SELECT payload FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), zeroblob(length(payload))),
-                  wrapped = coalesce((SELECT wrapped FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), wrapped)
-                WHERE rowid = \(rowID);
-                """)
-        },
+        damageRow: sqlite3Path == nil ? nil : damageFileRow,
         setLockState: { storage, state in
             guard let file = storage as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
             switch state {
@@ -49,12 +44,33 @@ enum Backends {
             case .lockedAfterFirstUnlock: file.lockAfterFirstUnlock()
             case .unlocked: try file.unlock(password: "pw")
             }
-        })
+        },
+        reasonsForMissingCapabilities: [
+            .damageRow: "sqlite3 is not installed (apt-get install sqlite3): it damages the rows",
+            .decryptionCount: "KeychainFile does not count the rows it decrypts",
+        ])
 
-    /// Runs one statement with the sqlite3 tool (the test components install it).
+    /// A tampering writer with the sqlite3 tool: the row gets another row's sealed contents when there is one (a swap
+    /// the file must detect), else its payload is zeroed.
+    static let damageFileRow: @Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void = { storage, itemClass, rowID in
+        guard let file = storage as? KeychainFile else { throw EngineError(Status.param, "not a keychain file") }
+        let table = itemClass.rawValue
+        try sqlite3(file.path, """
+            UPDATE \(table) SET
+              payload = coalesce((SELECT payload FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), zeroblob(length(payload))),
+              wrapped = coalesce((SELECT wrapped FROM \(table) WHERE rowid <> \(rowID) LIMIT 1), wrapped)
+            WHERE rowid = \(rowID);
+            """)
+    }
+
+    /// The sqlite3 tool, which damages keychain-file rows; nil when it is not installed.
+    static let sqlite3Path: String? = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// Runs one statement with the sqlite3 tool.
     static func sqlite3(_ path: String, _ sql: String) throws {
+        guard let tool = sqlite3Path else { throw EngineError(Status.unimplemented, "sqlite3 is not installed") }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.executableURL = URL(fileURLWithPath: tool)
         process.arguments = [path, sql]
         try process.run()
         process.waitUntilExit()
@@ -80,7 +96,11 @@ enum Backends {
             case .lockedAfterFirstUnlock: keychain.lockAfterFirstUnlock()
             case .unlocked: try keychain.unlock(password: "pw")
             }
-        })
+        },
+        reasonsForMissingCapabilities: [
+            .damageRow: "no damage hook for etcd rows yet (the etcd suites tamper with rows themselves)",
+            .decryptionCount: "EtcdKeychain does not count the rows it decrypts",
+        ])
 
     static func makeEtcdKeychain() throws -> any KeychainStorage {
         let cluster = try EtcdTestCluster.shared()
@@ -94,21 +114,43 @@ enum Backends {
     #if !canImport(Darwin)
     /// Nil when a private Secret Service can be started; else why not.
     static var secretServiceUnavailableReason: String? { SecretServiceDaemon.unavailableReason }
-    /// The Secret Service storage over a private gnome-keyring started for each test.
-    static let secretService = StorageFactory(makeStorage: {
-        let daemon = try SecretServiceDaemon.start()
-        var options = SecretServiceStorage.Options(busAddress: daemon.busAddress)
-        // The contract stores access-controlled rows; this storage refuses them unless the app opts in.
-        options.allowsUnenforcedAccessControl = true
-        return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: options))
-    })
+    /// The Secret Service storage over a private gnome-keyring started for each test. Its lock states are the
+    /// collection's: locked (`SecretServiceStorage.lock()`) or unlocked (the keyring daemon started again with the
+    /// password, as a login unlocks it; no prompter runs on the private bus).
+    static let secretService = StorageFactory(
+        makeStorage: {
+            let daemon = try SecretServiceDaemon.start()
+            var options = SecretServiceStorage.Options(busAddress: daemon.busAddress)
+            // The contract stores access-controlled rows; this storage refuses them unless the app opts in.
+            options.allowsUnenforcedAccessControl = true
+            options.unlockPrompt = .never
+            return try DaemonStorage(daemon: daemon, storage: SecretServiceStorage(options: options))
+        },
+        setLockState: { storage, state in
+            guard let wrapped = storage as? DaemonStorage else { throw EngineError(Status.param, "not a Secret Service storage") }
+            switch state {
+            case .locked: try wrapped.storage.lock()
+            case .unlocked:
+                try wrapped.daemon.restartKeyringDaemon(unlock: true)
+                _ = try wrapped.storage.isLocked()   // the storage learns the collection's state
+            case .lockedAfterFirstUnlock:
+                throw EngineError(Status.unimplemented, "a Secret Service collection is locked or unlocked, nothing in between")
+            }
+        },
+        reachableLockStates: [.locked, .unlocked],
+        reasonsForMissingCapabilities: [
+            .secondKeychain: "one collection per storage in these tests (a second collection needs a prompt to create)",
+            .damageRow: "no damage hook for Secret Service items here (KeychainSecretServiceTests tamper with them)",
+            .lockState(.lockedAfterFirstUnlock): "a Secret Service collection is locked or unlocked, nothing in between",
+            .decryptionCount: "SecretServiceStorage does not count the secrets it fetches",
+        ])
 
     /// A storage that owns the daemon behind it: the daemon stops when the test lets the storage go.
     final class DaemonStorage: KeychainStorage, @unchecked Sendable {
         // @unchecked: both properties are immutable; SecretServiceDaemon is a handle the daemon's own type guards.
         let daemon: SecretServiceDaemon
-        let storage: any KeychainStorage
-        init(daemon: SecretServiceDaemon, storage: any KeychainStorage) {
+        let storage: SecretServiceStorage
+        init(daemon: SecretServiceDaemon, storage: SecretServiceStorage) {
             self.daemon = daemon
             self.storage = storage
         }
