@@ -43,33 +43,37 @@ import KeychainSealing
 ///   own; not directly from an async function (it would hold a thread of Swift's cooperative pool while it waits).
 ///   A call on a SwiftNIO event-loop thread is refused with `errSecParam` before anything is sent (on the client's
 ///   own loop it would deadlock).
-public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
-    // @unchecked Sendable: every mutable property is reached only while `state` is held; etcd calls are made
-    // outside it, so transactions of several threads proceed at once.
+public final class EtcdKeychain: KeychainStorage {
+    // Sendable (checked): what changes is in `state`, the package's one lock type, held only for memory and the
+    // kernel keyring's calls; etcd calls are made outside it, so transactions of several threads proceed at once.
 
     public let configuration: EtcdConfiguration
     let client: EtcdClient
     let keyspace: EtcdKeyspace
+    private let state: Locked<State>
+    /// The time, for the auto-lock timeout.
+    let clock: @Sendable () -> Date = { Date() }
 
-    private let state = NSLock()
-    private var header: EtcdKeychainHeader {
-        didSet { if header.keychainID != oldValue.keychainID { cache = Self.cache(of: header, configuration) } }
+    /// What changes while the keychain is open (reached only inside `state.withLock`).
+    fileprivate struct State: Sendable {
+        let configuration: EtcdConfiguration
+        var header: EtcdKeychainHeader {
+            didSet { if header.keychainID != oldValue.keychainID { cache = EtcdKeychain.cache(of: header, configuration) } }
+        }
+        /// This keychain's unlock cache on this machine (named by the header's keychain id: made once, not per call).
+        var cache: KeyringCache
+        /// The header's mod revision in etcd: every commit checks it, so a keychain deleted (or made again) elsewhere
+        /// is never written with old keys.
+        var headerRevision: Int64
+        var keys: KeySet?
+        var unlockedAt: Date?
+        /// The row-id sequence as this process last wrote it (value, mod revision): a first attempt of a write
+        /// guesses it is still there (``EtcdTransaction/Start/guessing(sequence:)``).
+        var sequenceHint: (value: Int64, modRevision: Int64)?
+        /// Set when a commit found the keychain deleted (or deleted and made again): every call then fails with it,
+        /// without touching the cluster, until an unlock opens whatever keychain of that name exists then.
+        var gone: EngineError?
     }
-    /// This keychain's unlock cache on this machine (named by the header's keychain id: made once, not per call).
-    private var cache: KeyringCache
-    /// The header's mod revision in etcd: every commit checks it, so a keychain deleted (or made again) elsewhere is
-    /// never written with old keys.
-    private var headerRevision: Int64
-    private var keys: KeySet?
-    private var unlockedAt: Date?
-    /// The row-id sequence as this process last wrote it (value, mod revision): a first attempt of a write guesses it
-    /// is still there (``EtcdTransaction/Start/guessing(sequence:)``).
-    private var sequenceHint: (value: Int64, modRevision: Int64)?
-    /// Set when a commit found the keychain deleted (or deleted and made again): every call then fails with it,
-    /// without touching the cluster, until an unlock opens whatever keychain of that name exists then.
-    private var gone: EngineError?
-    /// The time, for the auto-lock timeout (tests move it instead of sleeping).
-    var clock: @Sendable () -> Date = { Date() }
 
     /// How many times a transaction runs again after losing a compare-and-swap before giving up.
     static let maximumAttempts = 64
@@ -78,9 +82,8 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         self.configuration = configuration
         self.client = client
         self.keyspace = EtcdKeyspace(name: configuration.name)
-        self.header = header
-        self.headerRevision = revision
-        self.cache = Self.cache(of: header, configuration)
+        self.state = Locked(State(configuration: configuration, header: header, cache: Self.cache(of: header, configuration),
+                                  headerRevision: revision))
     }
 
     private static func cache(of header: EtcdKeychainHeader, _ configuration: EtcdConfiguration) -> KeyringCache {
@@ -119,7 +122,8 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
                 throw EngineError(Status.duplicateKeychain, "a keychain named \(configuration.name) already exists on \(configuration.endpointList)")
             }
             let keychain = EtcdKeychain(configuration: configuration, client: client, header: header, revision: result.revision)
-            keychain.state.withLock { try? keychain.install(KeySet(master: master), at: keychain.clock()) }
+            let now = keychain.clock()
+            keychain.state.withLock { try? $0.install(KeySet(master: master), at: now, now: now) }
             return keychain
         } catch {
             client.shutdown()
@@ -141,7 +145,7 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
         do {
             let (header, revision) = try readHeader(client, EtcdKeyspace(name: configuration.name), configuration)
             let keychain = EtcdKeychain(configuration: configuration, client: client, header: header, revision: revision)
-            keychain.state.withLock { keychain.loadSharedKeys() }
+            keychain.state.withLock { $0.loadSharedKeys() }
             return keychain
         } catch {
             client.shutdown()
@@ -179,17 +183,18 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     // MARK: - Lock state
 
     public var lockState: LockState {
-        state.withLock {
-            refresh()
-            return keys?.lockState ?? .locked
+        let now = clock()
+        return state.withLock { state in
+            state.refresh(now: now)
+            return state.keys?.lockState ?? .locked
         }
     }
 
     /// Whether the password is empty (the items are then readable by whoever can read the cluster).
-    public var isEmptyPassword: Bool { state.withLock { header.emptyPassword } }
+    public var isEmptyPassword: Bool { state.withLock { $0.header.emptyPassword } }
 
     /// Seconds after an unlock when this machine's keys drop to after-first-unlock; nil: never.
-    public var lockAfterTimeout: TimeInterval? { state.withLock { header.lockAfterTimeout } }
+    public var lockAfterTimeout: TimeInterval? { state.withLock { $0.header.lockAfterTimeout } }
 
     /// Unlocks with `password` on this machine: this process, and this user's other processes through the unlock
     /// cache. Reads the header afresh, so a password changed on another machine is the one that works.
@@ -213,11 +218,12 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
 
     /// Makes `master` (checked against `header`) this machine's keys, with `header` as the current header.
     func installUnlocked(_ master: SymmetricKey, header fresh: EtcdKeychainHeader, revision: Int64) throws {
-        try state.withLock {
-            header = fresh
-            headerRevision = revision
-            gone = nil
-            try install(KeySet(master: master), at: clock())
+        let now = clock()
+        try state.withLock { state in
+            state.header = fresh
+            state.headerRevision = revision
+            state.gone = nil
+            try state.install(KeySet(master: master), at: now, now: now)
         }
     }
 
@@ -225,12 +231,13 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     ///
     /// - Throws: `errSecInteractionNotAllowed` when it is not held (locked, or unlocked only after first unlock).
     func heldMasterKey() throws -> (SymmetricKey, Data) {
-        try state.withLock {
-            refresh()
-            guard let master = keys?.master else {
+        let now = clock()
+        return try state.withLock { state in
+            state.refresh(now: now)
+            guard let master = state.keys?.master else {
                 throw EngineError.interactionNotAllowed("the keychain's master key is not held here: unlock it with its password first")
             }
-            return (master, header.keychainID)
+            return (master, state.header.keychainID)
         }
     }
 
@@ -247,20 +254,21 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     /// Locks on this machine: discards this process's keys and this user's unlock cache for the keychain, and
     /// records the lock there, so this user's other processes on this machine drop their keys at their next call.
     public func lock() {
-        state.withLock {
-            keys = nil
-            unlockedAt = nil
-            cache.remove()
-            cache.recordLock(at: clock())
+        let now = clock()
+        state.withLock { state in
+            state.keys = nil
+            state.unlockedAt = nil
+            state.cache.remove()
+            state.cache.recordLock(at: now)
         }
     }
 
     /// Locks as a device does after its first unlock: `afterFirstUnlock` and `always` items stay available.
     public func lockAfterFirstUnlock() {
-        state.withLock {
-            guard let current = keys else { return }
-            keys = current.afterFirstUnlock
-            cache.removeFull()
+        state.withLock { state in
+            guard let current = state.keys else { return }
+            state.keys = current.afterFirstUnlock
+            state.cache.removeFull()
         }
     }
 
@@ -290,9 +298,9 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
             throw EngineError.param("the lock timeout must be between 0 and \(UInt32.max) seconds")
         }
         let (changed, revision) = try updateHeader { $0.lockAfterTimeout = timeout }
-        state.withLock {
-            header = changed
-            headerRevision = revision
+        state.withLock { state in
+            state.header = changed
+            state.headerRevision = revision
         }
     }
 
@@ -315,60 +323,15 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
 
     // MARK: - Keys (state held)
 
-
-    /// Makes `keys` this process's keys and shares them through the unlock cache (where the kernel keyring exists).
-    ///
-    /// - Throws: `errSecQuotaExceeded` when they could not be shared (they are installed here all the same).
-    private func install(_ keys: KeySet, at date: Date) throws {
-        self.keys = keys
-        unlockedAt = date
-        let remaining = header.lockAfterTimeout.map { max(1, $0 - clock().timeIntervalSince(date)) }
-        try cache.store(keys, unlockedAt: date, timeout: remaining, full: true)
-        try cache.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
-    }
-
-    /// Takes keys from the unlock cache when they pass the header's key check.
-    private func loadSharedKeys() {
-        for full in [true, false] {
-            if !full, keys != nil { return }
-            guard let (cached, date) = cache.load(full: full) else { continue }
-            guard cached.check(fileID: header.keychainID) == header.keyCheck else {
-                KeystoneLog.logger.warning("cached etcd keychain keys do not match its header; ignoring them", metadata: ["keychain": "\(configuration.name)"])
-                cache.remove()
-                return
-            }
-            if keys?.lockState == .unlocked && cached.lockState != .unlocked { return }
-            keys = cached
-            unlockedAt = date
-            return
-        }
-    }
-
-    /// Follows this machine's lock state: a lock by another process (recorded in the unlock cache after this
-    /// process's unlock), an unlock by another process, the auto-lock timeout.
-    ///
-    /// Decision: keys are dropped on a recorded lock, not when the cached entries expire (after 12 hours, or the
-    /// timeout): a service that unlocked at start keeps working for as long as it runs, as with a keychain file.
-    private func refresh() {
-        if keys != nil, let since = unlockedAt, let locked = cache.lastLock(), locked >= since {
-            keys = nil
-            unlockedAt = nil
-        }
-        if keys?.lockState != .unlocked { loadSharedKeys() }
-        if let timeout = header.lockAfterTimeout, let since = unlockedAt, let current = keys,
-           current.lockState == .unlocked, clock().timeIntervalSince(since) >= timeout {
-            keys = current.afterFirstUnlock
-        }
-    }
-
     /// The keys, header id and header revision a transaction starts with.
     ///
     /// - Throws: `errSecNoSuchKeychain` once the keychain was found deleted.
     func snapshotKeys() throws -> (KeySet?, Data, Int64) {
-        try state.withLock {
-            if let gone { throw gone }
-            refresh()
-            return (keys, header.keychainID, headerRevision)
+        let now = clock()
+        return try state.withLock { state in
+            if let gone = state.gone { throw gone }
+            state.refresh(now: now)
+            return (state.keys, state.header.keychainID, state.headerRevision)
         }
     }
 
@@ -378,14 +341,16 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
     /// - Throws: `errSecNoSuchKeychain` when the keychain is gone or was made again; the cluster's errors.
     func reloadHeader() throws {
         let found = try Self.etcd { try client.range(keyspace.meta) }
-        try state.withLock {
-            guard let kv = found.kvs.first, let fresh = try? EtcdKeychainHeader.decode(kv.value), fresh.keychainID == header.keychainID else {
+        let configuration = configuration
+        try state.withLock { state in
+            guard let kv = found.kvs.first, let fresh = try? EtcdKeychainHeader.decode(kv.value), fresh.keychainID == state.header.keychainID else {
                 // The keys stay (the lock state the engine checks first is unchanged), and every call fails with this.
-                gone = EngineError(Status.noSuchKeychain, "the keychain \(configuration.name) was deleted (or deleted and created again) on \(configuration.endpointList) while it was open here; nothing was changed. Unlock it again to use the keychain of that name that exists now")
-                throw gone!
+                let gone = EngineError(Status.noSuchKeychain, "the keychain \(configuration.name) was deleted (or deleted and created again) on \(configuration.endpointList) while it was open here; nothing was changed. Unlock it again to use the keychain of that name that exists now")
+                state.gone = gone
+                throw gone
             }
-            header = fresh
-            headerRevision = kv.modRevision
+            state.header = fresh
+            state.headerRevision = kv.modRevision
         }
     }
 
@@ -406,7 +371,7 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
 
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
         var backoff: UInt32 = 1_000
-        var start = EtcdTransaction.Start.guessing(sequence: state.withLock { sequenceHint })
+        var start = EtcdTransaction.Start.guessing(sequence: state.withLock { $0.sequenceHint })
         for _ in 0..<Self.maximumAttempts {
             let (keys, id, headerRevision) = try snapshotKeys()
             let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: true, start: start)
@@ -427,7 +392,7 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
             }
             switch try transaction.commit() {
             case .committed(let revision):
-                if let sequence = transaction.writtenSequence { state.withLock { sequenceHint = (sequence, revision) } }
+                if let sequence = transaction.writtenSequence { state.withLock { $0.sequenceHint = (sequence, revision) } }
                 return result
             case .headerChanged:
                 try reloadHeader()
@@ -451,6 +416,53 @@ public final class EtcdKeychain: KeychainStorage, @unchecked Sendable {
             return try body()
         } catch let error as EtcdError {
             throw error.engineError
+        }
+    }
+}
+
+extension EtcdKeychain.State {
+    /// Makes `keys` this process's keys and shares them through the unlock cache (where the kernel keyring exists).
+    ///
+    /// - Throws: `errSecQuotaExceeded` when they could not be shared (they are installed here all the same).
+    mutating func install(_ keys: KeySet, at date: Date, now: Date) throws {
+        self.keys = keys
+        unlockedAt = date
+        let remaining = header.lockAfterTimeout.map { max(1, $0 - now.timeIntervalSince(date)) }
+        try cache.store(keys, unlockedAt: date, timeout: remaining, full: true)
+        try cache.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
+    }
+
+    /// Takes keys from the unlock cache when they pass the header's key check.
+    mutating func loadSharedKeys() {
+        for full in [true, false] {
+            if !full, keys != nil { return }
+            guard let (cached, date) = cache.load(full: full) else { continue }
+            guard cached.check(fileID: header.keychainID) == header.keyCheck else {
+                KeystoneLog.logger.warning("cached etcd keychain keys do not match its header; ignoring them", metadata: ["keychain": "\(configuration.name)"])
+                cache.remove()
+                return
+            }
+            if keys?.lockState == .unlocked && cached.lockState != .unlocked { return }
+            keys = cached
+            unlockedAt = date
+            return
+        }
+    }
+
+    /// Follows this machine's lock state: a lock by another process (recorded in the unlock cache after this
+    /// process's unlock), an unlock by another process, the auto-lock timeout.
+    ///
+    /// Decision: keys are dropped on a recorded lock, not when the cached entries expire (after 12 hours, or the
+    /// timeout): a service that unlocked at start keeps working for as long as it runs, as with a keychain file.
+    mutating func refresh(now: Date) {
+        if keys != nil, let since = unlockedAt, let locked = cache.lastLock(), locked >= since {
+            keys = nil
+            unlockedAt = nil
+        }
+        if keys?.lockState != .unlocked { loadSharedKeys() }
+        if let timeout = header.lockAfterTimeout, let since = unlockedAt, let current = keys,
+           current.lockState == .unlocked, now.timeIntervalSince(since) >= timeout {
+            keys = current.afterFirstUnlock
         }
     }
 }

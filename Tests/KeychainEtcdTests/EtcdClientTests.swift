@@ -40,11 +40,10 @@ private func eventually(within limit: TimeInterval = 60, _ condition: () -> Bool
     return false
 }
 
-/// A hang guard, not a measure of speed: a call that has not returned after this long never will. Where time is the
-/// behaviour (a deadline), the tests compare with the client's own configured timeout from below (the client's
-/// monotonic deadline makes that exact) and with this guard from above; where it is not, a deterministic signal
-/// (the error's kind, what a paused member was sent) says what happened.
-private let hangGuard: Duration = .seconds(60)
+// No test bounds how long a call takes. Where time is the behaviour (a deadline), a test compares with the client's
+// own configured timeout from below only (the client's monotonic deadline makes that exact); otherwise a deterministic
+// signal (the error's kind, what a paused member was sent) says what happened. A call that hangs is caught by the
+// suite's time limit (a watchdog of minutes), not by a clock read after it returned.
 
 /// The index of a member that is not the leader.
 private func follower(of cluster: EtcdTestCluster, client: EtcdClient) throws -> Int {
@@ -56,7 +55,8 @@ private func follower(of cluster: EtcdTestCluster, client: EtcdClient) throws ->
 }
 
 @Suite("etcd client against a real etcd", .enabled(if: etcdClientTestsSkipReason == nil,
-                                                     Comment(rawValue: etcdClientTestsSkipReason ?? "etcd is installed")))
+                                                     Comment(rawValue: etcdClientTestsSkipReason ?? "etcd is installed")),
+       .timeLimit(.minutes(10)))
 struct EtcdClientTests {
     @Test("put and range round-trip binary keys and values with every byte 0x00…0xFF, with revisions")
     func binaryRoundTrip() throws {
@@ -249,9 +249,8 @@ struct EtcdClientTests {
                 Issue.record("expected .unavailable, got \(String(describing: caught))"); return
             }
             // Time is the behaviour: the client retries until its own deadline (monotonic, so never sooner), then
-            // returns .unavailable with every endpoint's failure; the upper bound is only the hang guard.
+            // returns .unavailable with every endpoint's failure.
             #expect(elapsed >= .milliseconds(1_450), "gave up before the 1.5 s deadline: \(elapsed)")
-            #expect(elapsed < hangGuard, "hang guard: the read had not returned after \(elapsed)")
             for text in cluster.clientEndpoints { #expect(message.contains(text), "\(message)") }
             #expect(message.contains("1.5 s"))
             #expect(message.contains("connection refused"), "\(message)")
@@ -259,13 +258,11 @@ struct EtcdClientTests {
             #expect(engineError?.status == Status.notAvailable)
             // A write fails too, without being reported as applied: .indeterminate when the live member took it and
             // could not commit it, .unavailable when every member refused it; never a revision.
-            let writeStart = clock.now
             let write = #expect(throws: EtcdError.self) { _ = try client.put(bytes("lost"), bytes("no")) }
             switch write {
             case .indeterminate?, .unavailable?: break
             default: Issue.record("a write without quorum threw \(String(describing: write))")
             }
-            #expect(clock.now - writeStart < hangGuard, "hang guard: the write had not returned")
 
             try cluster.restart(member: 1)
             try cluster.restart(member: 2)
@@ -305,8 +302,7 @@ struct EtcdClientTests {
                     #expect(sentAfter - sentBefore >= EtcdTestCluster.requestFloor, "the paused member was sent nothing")
                 }
                 #expect(elapsed >= .milliseconds(1_950), "moved on before the 2 s per-request timeout: \(elapsed)")
-                #expect(elapsed < hangGuard, "hang guard: the read had not returned after \(elapsed)")
-            }
+                }
             // The next read starts at the member that answered: the paused member is sent nothing more.
             let sentBefore = cluster.pendingInput(member: first)
             #expect(try client.range(bytes("key")).kvs.first?.value == bytes("value"))
@@ -327,8 +323,6 @@ struct EtcdClientTests {
             _ = try client.put(bytes("key"), bytes("value"))
             cluster.pause(member: 0)
             defer { cluster.resume(member: 0) }
-            let clock = ContinuousClock()
-            let start = clock.now
             var caught: (any Error)?
             do { _ = try client.put(bytes("key"), bytes("changed?")) } catch { caught = error }
             // The kind is the signal that it was not retried: a write retried until the deadline ends .unavailable.
@@ -336,7 +330,6 @@ struct EtcdClientTests {
                 Issue.record("expected .indeterminate, got \(String(describing: caught))"); return
             }
             #expect(message.contains(cluster.clientEndpoints[0]))
-            #expect(clock.now - start < hangGuard, "hang guard: the write had not returned")
             #expect((caught as? EtcdError)?.engineError.reason.contains("may or may not have been applied") == true)
             #expect { _ = try client.range(bytes("key")) } throws: { error in
                 if case EtcdError.unavailable = error { return true }

@@ -148,7 +148,8 @@ struct EtcdKeychainLimitTests {
     }
 }
 
-@Suite("etcd keychain: members down, quorum lost, partitions", .enabled(if: etcdMissing == nil, etcdSkipReason))
+// A call that hangs is caught by the time limit (a watchdog), never by an upper bound on a measured duration.
+@Suite("etcd keychain: members down, quorum lost, partitions", .enabled(if: etcdMissing == nil, etcdSkipReason), .timeLimit(.minutes(10)))
 struct EtcdKeychainFaultTests {
     @Test("one member down: writes go on; two down: errSecNotAvailable naming the endpoints once the deadline passed; restarted: every acknowledged write is there")
     func memberFailures() throws {
@@ -174,12 +175,11 @@ struct EtcdKeychainFaultTests {
         let started = clock.now
         let failure = error { try engine.add(genp("stream", "no-quorum")) }
         let elapsed = clock.now - started
-        // The signal that the deadline ended the call: it returned errSecNotAvailable naming every endpoint. The
-        // bound is a hang guard (a call that has not returned after a minute never will), not a measure of speed.
+        // The signal that the deadline ended the call: it returned errSecNotAvailable naming every endpoint; time is the
+        // behaviour only from below (never before the client's monotonic 2 s deadline).
         #expect(failure?.status == Status.notAvailable, "\(String(describing: failure))")
         for endpoint in cluster.clientEndpoints { #expect(failure?.reason.contains(endpoint) == true, "\(failure?.reason ?? "")") }
         #expect(elapsed >= .milliseconds(1_950), "gave up before the 2 s deadline: \(elapsed)")
-        #expect(elapsed < .seconds(60), "hang guard: the call had not returned after \(elapsed) (2 s deadline)")
         #expect(status { _ = try engine.copyMatching(genp("stream", "item-1")) } == Status.notAvailable)
         try cluster.restart(member: 1)
         try cluster.restart(member: 2)
