@@ -20,7 +20,7 @@ import Foundation
 /// ```
 ///
 /// ``accessGroup`` and ``synchronizable`` are part of an item's identity: they apply to every item of the keychain
-/// that does not name its own (``GenericPassword/accessGroup``, ``GenericPassword/synchronizable``), identically for
+/// that does not name its own (``GenericPassword/accessGroup``, `GenericPassword.synchronizable`), identically for
 /// save, read, update and delete. To save one item with other attributes, pass ``SaveOptions``; to address items in
 /// another group or synchronized, name it on the item or use another `Keychain`.
 ///
@@ -30,7 +30,7 @@ public struct ItemOptions: Sendable, Hashable {
     /// Apple's default. With ``accessControlFlags``, this is the access control's protection class.
     public var accessibility: Accessibility
     /// Whether the keychain's items synchronize through iCloud Keychain (`kSecAttrSynchronizable`), for items that
-    /// do not say (``KeychainItem/synchronizable`` nil). Default false.
+    /// do not say (`KeychainItem.synchronizable` nil). Default false.
     ///
     /// Synchronizable is part of an item's identity: a synchronizable and a local item with the same
     /// service and account are two items. With a `ThisDeviceOnly` accessibility the item is accepted and
@@ -93,7 +93,7 @@ public struct ItemOptions: Sendable, Hashable {
 /// None of these is part of an item's identity, so a save with `SaveOptions` writes the very item that `data(for:)`,
 /// `update(_:for:)` and `delete(_:)` address with the same item value. The access group and synchronizable, which
 /// are identity, are not here: they come from the item (``GenericPassword/accessGroup``,
-/// ``GenericPassword/synchronizable``) or the keychain's ``ItemOptions``.
+/// `GenericPassword.synchronizable`) or the keychain's ``ItemOptions``.
 ///
 /// The options replace the keychain's for this save (they are not merged): start from
 /// `keychain.options.saveOptions` to change one attribute only.
