@@ -63,6 +63,11 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 /// other open instance notices at its next operation, as it notices a later unlock. Where the keyring is not
 /// available (some containers forbid `keyctl`), each process must unlock on its own.
 ///
+/// Threads and other processes: an instance can be shared between threads, and nothing slow runs under its lock.
+/// Key derivation (scrypt, the TPM) runs with no lock held (`Unlocking.swift`); ``lockState`` runs no SQL under it
+/// (`LockStateProbe.swift`); an operation meeting another process's lock on the file waits outside it, up to
+/// ``busyTimeout`` (`KEYSTONE_BUSY_TIMEOUT`, default 10 s), then fails with `errSecNotAvailable` (`BusyWait.swift`).
+///
 /// - Important: The file protects secrets at rest against whoever can read the file but does not know the
 ///   password. It does not protect against code running as the same user while the keychain is unlocked
 ///   (it can read the kernel keyring cache and this process's memory), nor against a weak password: with an
