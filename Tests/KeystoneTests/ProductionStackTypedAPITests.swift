@@ -2,27 +2,70 @@
 import DefaultKeychainLock
 import Foundation
 import KeychainEngine
+import KeychainFile
+import KeychainSecretService
 import KeychainServices
 import Keystone
 import KeystoneTesting
 import Testing
+#if NIO
+import KeychainEtcd
+#endif
 
 private let service = "com.example.stacks"
 private func item(_ account: String = "alice") throws -> GenericPassword {
     try GenericPassword(service: service, account: account)
 }
 
-/// The typed API's core behaviours on every stack, the production one included, with identical expectations.
-@Suite("Typed API on every stack: InMemoryKeychain, the engine, Keychain() over SecItem over a keychain file",
+/// The typed API's core behaviours on every stack, the production ones included, with identical expectations.
+@Suite("Typed API on every stack: InMemoryKeychain, the engine, Keychain() over SecItem over a keychain file, the Secret Service and etcd",
        .serialized, .ownsDefaultKeychain)
 struct ProductionStackTypedAPITests {
-    @Test("Keychain() on the production stack is SystemKeychain; the others are engine-backed")
-    func storeKinds() throws {
-        try TypedStackFixture.with(.keychainFileThroughSecItem) { #expect($0.keychain.store is SystemKeychain) }
+    @Test("the engine stacks are engine-backed (compiled save path)")
+    func engineStores() throws {
         try TypedStackFixture.with(.engine) { #expect($0.keychain.store is KeychainEngine) }
+        try TypedStackFixture.with(.inMemoryKeychain) { #expect($0.keychain.store is InMemoryKeychain) }
     }
 
-    @Test("save then read gives the secret; a missing item reads as nil", arguments: TypedStack.allCases)
+    @Test("Keychain() on the keychain-file stack is SystemKeychain over the process's default engine, a keychain file",
+          .enabled(if: TypedStack.keychainFileThroughSecItem.unavailableReason == nil,
+                   Comment(rawValue: "keychain-file stack skipped: \(TypedStack.keychainFileThroughSecItem.unavailableReason ?? "")")))
+    func keychainFileStack() throws {
+        try TypedStackFixture.with(.keychainFileThroughSecItem) { f in
+            #expect(f.keychain.store is SystemKeychain)
+            let current = try KeychainServicesDefaults.currentEngine()
+            #expect(current === f.engine)
+            #expect(f.engine.storage is KeychainFile)
+        }
+    }
+
+    @Test("Keychain() on the Secret Service stack is SystemKeychain over the process's default engine, a Secret Service collection",
+          .enabled(if: TypedStack.secretServiceThroughSecItem.unavailableReason == nil,
+                   Comment(rawValue: "Secret Service stack skipped: \(TypedStack.secretServiceThroughSecItem.unavailableReason ?? "")")))
+    func secretServiceStack() throws {
+        try TypedStackFixture.with(.secretServiceThroughSecItem) { f in
+            #expect(f.keychain.store is SystemKeychain)
+            let current = try KeychainServicesDefaults.currentEngine()
+            #expect(current === f.engine)
+            #expect(f.engine.storage is SecretServiceStorage)
+        }
+    }
+
+    @Test("Keychain() on the etcd stack is SystemKeychain over the process's default engine, an etcd keychain",
+          .enabled(if: TypedStack.etcdThroughSecItem.unavailableReason == nil,
+                   Comment(rawValue: "etcd stack skipped: \(TypedStack.etcdThroughSecItem.unavailableReason ?? "")")))
+    func etcdStack() throws {
+        try TypedStackFixture.with(.etcdThroughSecItem) { f in
+            #expect(f.keychain.store is SystemKeychain)
+            let current = try KeychainServicesDefaults.currentEngine()
+            #expect(current === f.engine)
+            #if NIO
+            #expect(f.engine.storage is EtcdKeychain)
+            #endif
+        }
+    }
+
+    @Test("save then read gives the secret; a missing item reads as nil", arguments: TypedStack.available)
     func saveAndRead(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             #expect(try f.keychain.data(for: item()) == nil)
@@ -33,7 +76,7 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("saving twice updates the one item in place: new secret, creation date kept, modification date moved",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func saveTwice(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             try f.keychain.save("first", for: item())
@@ -48,7 +91,7 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("update changes an existing secret; updating a missing item throws itemNotFound", arguments: TypedStack.allCases)
+    @Test("update changes an existing secret; updating a missing item throws itemNotFound", arguments: TypedStack.available)
     func update(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             #expect(throws: KeychainError.itemNotFound) { try f.keychain.update("x", for: item()) }
@@ -59,7 +102,7 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("delete removes the item and says so; deleting a missing item returns false", arguments: TypedStack.allCases)
+    @Test("delete removes the item and says so; deleting a missing item returns false", arguments: TypedStack.available)
     func delete(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             try f.keychain.save("v", for: item())
@@ -70,7 +113,7 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("a second add of the same primary key through the store fails with errSecDuplicateItem and keeps the first",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func duplicateAdd(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             let attributes: KeychainQuery = [Key.class: .string("genp"), Key.service: .string(service),
@@ -86,12 +129,12 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("attributes and listing (kSecMatchLimitAll) report label, comment, accessibility and synchronizable, never a secret",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func attributesAndListing(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             let labelled = f.keychain(options: ItemOptions(accessibility: .afterFirstUnlock, label: "Alice's token", comment: "for the API"))
             try labelled.save(secretData, for: item("alice"))
-            try f.keychain.save(secretData, for: item("bob"), options: ItemOptions(synchronizable: true))
+            try f.keychain.save(secretData, for: GenericPassword(service: service, account: "bob", synchronizable: true))
             try f.keychain.save("other", for: GenericPassword(service: "com.example.elsewhere", account: "carol"))
 
             let alice = try #require(try f.keychain.attributes(for: item("alice")))
@@ -113,7 +156,7 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("the access group is part of identity: the same account in two groups is two items, deleted one at a time",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func accessGroups(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             let team = f.keychain(options: ItemOptions(accessGroup: "team.shared"))
@@ -129,7 +172,7 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("a synchronizable item and a local one with the same key are two items", arguments: TypedStack.allCases)
+    @Test("a synchronizable item and a local one with the same key are two items", arguments: TypedStack.available)
     func synchronizable(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             let synced = f.keychain(options: ItemOptions(synchronizable: true))
@@ -142,7 +185,7 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("accessibility is stored and migrated in place: same secret, same creation date", arguments: TypedStack.allCases)
+    @Test("accessibility is stored and migrated in place: same secret, same creation date", arguments: TypedStack.available)
     func accessibility(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             try f.keychain(options: ItemOptions(accessibility: .whenUnlockedThisDeviceOnly)).save(secretData, for: item())
@@ -157,7 +200,7 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("internet passwords round-trip and their protocol tells two items apart", arguments: TypedStack.allCases)
+    @Test("internet passwords round-trip and their protocol tells two items apart", arguments: TypedStack.available)
     func internetPasswords(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             let https = try InternetPassword(server: "example.com", account: "alice", protocol: .https, authenticationType: .htmlForm, port: 443, path: "/login")
@@ -173,11 +216,11 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("deleting a service deletes all its accounts and nothing of another service or class", arguments: TypedStack.allCases)
+    @Test("deleting a service deletes all its accounts and nothing of another service or class", arguments: TypedStack.available)
     func deleteService(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             for account in ["a", "b", "c"] { try f.keychain.save(account, for: item(account)) }
-            try f.keychain.save("synced", for: item("d"), options: ItemOptions(synchronizable: true))
+            try f.keychain.save("synced", for: GenericPassword(service: service, account: "d", synchronizable: true))
             try f.keychain.save("keep", for: GenericPassword(service: "com.example.other", account: "a"))
             try f.keychain.save("keep-web", for: InternetPassword(server: service, account: "a"))
             #expect(try f.keychain.deleteAll(service: service) == true)
@@ -189,7 +232,7 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("a Codable value round-trips as JSON; a value of another shape fails with decodingFailed without the bytes",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func codable(stack: TypedStack) throws {
         struct Token: Codable, Equatable { let user: String; let token: String }
         try TypedStackFixture.with(stack) { f in
@@ -205,7 +248,7 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("a .userPresence item: exists and attributes answer without a prompt (hasAccessControl true); reading the secret prompts once",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func accessControl(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             let guarded = f.keychain(options: ItemOptions(accessControlFlags: .userPresence))
@@ -220,7 +263,7 @@ struct ProductionStackTypedAPITests {
     }
 
     @Test("migrating accessibility updates in place: same secret, same creation date; a missing item or empty service gives false",
-          arguments: TypedStack.allCases)
+          arguments: TypedStack.available)
     func migrateAccessibility(stack: TypedStack) throws {
         try TypedStackFixture.with(stack) { f in
             try f.keychain.save(secretData, for: item("a"))
@@ -239,7 +282,7 @@ struct ProductionStackTypedAPITests {
         }
     }
 
-    @Test("the async forms do what the synchronous ones do", arguments: TypedStack.allCases)
+    @Test("the async forms do what the synchronous ones do", arguments: TypedStack.available)
     func asyncForms(stack: TypedStack) async throws {
         let fixture = try TypedStackFixture(stack)
         defer { fixture.remove() }
@@ -253,36 +296,48 @@ struct ProductionStackTypedAPITests {
         #expect(try await keychain.data(for: item()) == nil)
     }
 
-    @Test("a locked keychain refuses whenUnlocked and afterFirstUnlock items with errSecInteractionNotAllowed; locked after the first unlock it serves afterFirstUnlock and always ones",
-          arguments: TypedStack.allCases)
-    func lockStates(stack: TypedStack) throws {
-        func readable(_ f: TypedStackFixture, _ accessible: String) -> Int32 {
-            do {
-                _ = try f.keychain.store.copyMatching([Key.class: .string("genp"), Key.service: .string(service),
-                                                       Key.account: .string(accessible), Key.returnData: .bool(true)])
-                return 0
-            } catch { return KeychainError(converting: error).status }
+    /// What a read of the item of account `accessible` (its class's name) gives: 0 or the status.
+    private static func readStatus(_ f: TypedStackFixture, _ accessible: String) -> Int32 {
+        do {
+            _ = try f.keychain.store.copyMatching([Key.class: .string("genp"), Key.service: .string(service),
+                                                   Key.account: .string(accessible), Key.returnData: .bool(true)])
+            return 0
+        } catch { return KeychainError(converting: error).status }
+    }
+
+    /// Adds one item of each class: whenUnlocked (ak), afterFirstUnlock (ck), always (dk).
+    private static func addOneOfEachClass(_ f: TypedStackFixture) throws {
+        for accessible in ["ak", "ck", "dk"] {
+            _ = try f.keychain.store.add([Key.class: .string("genp"), Key.service: .string(service), Key.account: .string(accessible),
+                                          Key.accessible: .string(accessible), Key.valueData: .data(secretData)])
         }
-        for state in [LockState.locked, .lockedAfterFirstUnlock] {
-            try TypedStackFixture.with(stack) { f in
-                for accessible in ["ak", "ck", "dk"] {
-                    _ = try f.keychain.store.add([Key.class: .string("genp"), Key.service: .string(service), Key.account: .string(accessible),
-                                                  Key.accessible: .string(accessible), Key.valueData: .data(secretData)])
-                }
-                f.lock(state)
-                let refused = KeychainError.interactionNotAllowed.status
-                #expect(readable(f, "ak") == refused)
-                #expect(readable(f, "ck") == (state == .locked ? refused : 0))
-                if state == .locked && stack == .keychainFileThroughSecItem {
-                    // Finding (issue 26, item 3): the keychain file discards every key on lock() and refuses
-                    // kSecAttrAccessibleAlways items, which the engine's rule (Accessibility.isAvailable) and Apple serve.
-                    withKnownIssue("the locked keychain file refuses kSecAttrAccessibleAlways items (issue 26 item 3)") {
-                        #expect(readable(f, "dk") == 0)
-                    }
-                } else {
-                    #expect(readable(f, "dk") == 0)
-                }
-            }
+    }
+
+    @Test("a locked keychain refuses every item, always* included, with errSecInteractionNotAllowed and loses none",
+          arguments: TypedStack.available)
+    func locked(stack: TypedStack) throws {
+        try TypedStackFixture.with(stack) { f in
+            try Self.addOneOfEachClass(f)
+            try f.lock(.locked)
+            let refused = KeychainError.interactionNotAllowed.status
+            #expect(Self.readStatus(f, "ak") == refused)
+            #expect(Self.readStatus(f, "ck") == refused)
+            #expect(Self.readStatus(f, "dk") == refused)
+            try f.lock(.unlocked)
+            #expect(["ak", "ck", "dk"].map { Self.readStatus(f, $0) } == [0, 0, 0])
+        }
+    }
+
+    @Test("locked after the first unlock, a keychain refuses whenUnlocked items with errSecInteractionNotAllowed and serves afterFirstUnlock and always ones",
+          Comment(rawValue: "Not on the Secret Service stack: a collection is locked or unlocked, it has no after-first-unlock state"),
+          arguments: TypedStack.available.filter(\.hasAfterFirstUnlockState))
+    func lockedAfterFirstUnlock(stack: TypedStack) throws {
+        try TypedStackFixture.with(stack) { f in
+            try Self.addOneOfEachClass(f)
+            try f.lock(.lockedAfterFirstUnlock)
+            #expect(Self.readStatus(f, "ak") == KeychainError.interactionNotAllowed.status)
+            #expect(Self.readStatus(f, "ck") == 0)
+            #expect(Self.readStatus(f, "dk") == 0)
         }
     }
 }

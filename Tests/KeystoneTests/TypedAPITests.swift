@@ -1,30 +1,56 @@
+import DefaultKeychainLock
 import Foundation
 import Testing
 import Keystone
 import KeychainEngine
 import KeystoneTesting
 
-@Suite("Save, read, update, delete")
+/// One stack of ``TypedStack`` with every call of the typed API to its store recorded: the keychain the suites below
+/// test (``TypedStackFixture/recordedKeychain(options:authentication:)``). On the production stacks that is the path
+/// `Keychain()` takes; on the engine stacks the `addOrUpdate` path (the compiled one is `ProductionStackTypedAPITests`'
+/// and `SavePathDifferentialTests`').
+///
+/// The suites run one test at a time and own the default keychain: the production stacks replace it.
+struct StackUnderTest {
+    let stack: TypedStackFixture
+    let keychain: Keychain
+    var recorder: RecordingStore { stack.recorder }
+    var clock: TestClock { stack.clock }
+    var authenticator: ScriptedAuthenticator { stack.authenticator }
+
+    init(_ stack: TypedStack) throws {
+        self.stack = try TypedStackFixture(stack)
+        keychain = self.stack.recordedKeychain()
+    }
+
+    func keychain(options: ItemOptions = ItemOptions()) -> Keychain { stack.recordedKeychain(options: options) }
+    func remove() { stack.remove() }
+}
+
+@Suite("Save, read, update, delete", .serialized, .ownsDefaultKeychain)
 struct RoundTripTests {
-    @Test("Data saved is read back", arguments: Backend.allCases)
-    func dataRoundTrip(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Data saved is read back", arguments: TypedStack.available)
+    func dataRoundTrip(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         try f.keychain.save(secretData, for: generic())
         #expect(try f.keychain.data(for: generic()) == secretData)
     }
 
-    @Test("A string saved is read back, and reading a missing item gives nil", arguments: Backend.allCases)
-    func stringRoundTrip(backend: Backend) throws {
-        let f = backend.make()
+    @Test("A string saved is read back, and reading a missing item gives nil", arguments: TypedStack.available)
+    func stringRoundTrip(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         #expect(try f.keychain.string(for: generic()) == nil)
         try f.keychain.save("héllo ✓", for: generic())
         #expect(try f.keychain.string(for: generic()) == "héllo ✓")
         #expect(try f.keychain.string(for: generic("bob")) == nil)
     }
 
-    @Test("Saving twice updates the one item and keeps its creation date (never delete-then-add)", arguments: Backend.allCases)
-    func saveTwiceUpdates(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Saving twice updates the one item and keeps its creation date (never delete-then-add)", arguments: TypedStack.available)
+    func saveTwiceUpdates(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         try f.keychain.save("first", for: generic())
         let before = try #require(try f.keychain.attributes(for: generic()))
         f.clock.advance(60)
@@ -39,9 +65,10 @@ struct RoundTripTests {
         #expect(f.recorder.log.map(\.operation).filter { $0 != .copy } == [.add, .add, .update])
     }
 
-    @Test("Updating an existing item changes its secret; updating a missing one throws itemNotFound", arguments: Backend.allCases)
-    func update(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Updating an existing item changes its secret; updating a missing one throws itemNotFound", arguments: TypedStack.available)
+    func update(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         #expect(throws: KeychainError.itemNotFound) { try f.keychain.update("x", for: generic()) }
         #expect(try f.keychain.exists(generic()) == false)
         try f.keychain.save("old", for: generic())
@@ -49,18 +76,20 @@ struct RoundTripTests {
         #expect(try f.keychain.string(for: generic()) == "new")
     }
 
-    @Test("Deleting removes the item; deleting a missing item is done, not an error", arguments: Backend.allCases)
-    func delete(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Deleting removes the item; deleting a missing item is done, not an error", arguments: TypedStack.available)
+    func delete(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         try f.keychain.save("v", for: generic())
         #expect(try f.keychain.delete(generic()) == true)
         #expect(try f.keychain.data(for: generic()) == nil)
         #expect(try f.keychain.delete(generic()) == false)
     }
 
-    @Test("Items differ by account, service and access group", arguments: Backend.allCases)
-    func identity(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Items differ by account, service and access group", arguments: TypedStack.available)
+    func identity(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         let a = generic("a"), b = generic("b"), other = generic("a", service: "com.example.other")
         let grouped = try GenericPassword(service: "com.example.api", account: "a", accessGroup: "team.shared")
         try f.keychain.save("1", for: a)
@@ -73,9 +102,10 @@ struct RoundTripTests {
         #expect(try f.keychain.string(for: grouped) == "4")
     }
 
-    @Test("Internet passwords round-trip, and protocols tell items apart", arguments: Backend.allCases)
-    func internetPasswords(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Internet passwords round-trip, and protocols tell items apart", arguments: TypedStack.available)
+    func internetPasswords(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         let https = try InternetPassword(server: "example.com", account: "alice", protocol: .https, authenticationType: .htmlForm, port: 443, path: "/login")
         let ftp = try InternetPassword(server: "example.com", account: "alice", protocol: .ftp)
         try f.keychain.save("web", for: https)
@@ -93,15 +123,16 @@ struct RoundTripTests {
     }
 }
 
-@Suite("Whole services, listing and existence")
+@Suite("Whole services, listing and existence", .serialized, .ownsDefaultKeychain)
 struct ServiceTests {
-    @Test("Deleting a service deletes all its accounts and nothing of other services", arguments: Backend.allCases)
-    func deleteAllOfOneService(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Deleting a service deletes all its accounts and nothing of other services", arguments: TypedStack.available)
+    func deleteAllOfOneService(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         for account in ["a", "b", "c"] { try f.keychain.save(account, for: generic(account)) }
         try f.keychain.save("keep", for: generic("a", service: "com.example.other"))
         try f.keychain.save("keep-web", for: InternetPassword(server: "com.example.api", account: "a"))
-        try f.keychain.save("synced", for: generic("d"), options: ItemOptions(synchronizable: true))
+        try f.keychain.save("synced", for: GenericPassword(service: "com.example.api", account: "d", synchronizable: true))
 
         #expect(try f.keychain.deleteAll(service: "com.example.api"))
         #expect(try f.keychain.accounts(service: "com.example.api").isEmpty)
@@ -115,24 +146,26 @@ struct ServiceTests {
         #expect(query[Key.account] == nil)
     }
 
-    @Test("Deleting a service in an access group leaves the same service in other groups", arguments: Backend.allCases)
-    func deleteAllInOneGroup(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Deleting a service in an access group leaves the same service in other groups", arguments: TypedStack.available)
+    func deleteAllInOneGroup(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         let team = f.keychain(options: ItemOptions(accessGroup: "team.shared"))
         try team.save("team", for: generic())
-        try f.keychain.save("app", for: generic(), options: ItemOptions(accessGroup: "app.private"))
+        try f.keychain(options: ItemOptions(accessGroup: "app.private")).save("app", for: generic())
         try team.deleteAll(service: "com.example.api")
         #expect(try team.data(for: generic()) == nil)
         #expect(try f.keychain(options: ItemOptions(accessGroup: "app.private")).string(for: generic()) == "app")
         #expect(f.recorder.entries(.delete).last?.query[Key.accessGroup] == .string("team.shared"))
     }
 
-    @Test("Listing accounts returns their attributes and never a secret", arguments: Backend.allCases)
-    func listAccounts(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Listing accounts returns their attributes and never a secret", arguments: TypedStack.available)
+    func listAccounts(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         let labelled = f.keychain(options: ItemOptions(accessibility: .afterFirstUnlock, label: "Alice's token", comment: "for the API"))
         try labelled.save(secretData, for: generic("alice"))
-        try f.keychain.save(secretData, for: generic("bob"), options: ItemOptions(synchronizable: true))
+        try f.keychain.save(secretData, for: GenericPassword(service: "com.example.api", account: "bob", synchronizable: true))
 
         let accounts = try f.keychain.accounts(service: "com.example.api")
         #expect(accounts.map(\.account) == ["alice", "bob"])
@@ -154,14 +187,17 @@ struct ServiceTests {
         #expect(rows.allSatisfy { $0.attributes?[Key.valueData] == nil })
     }
 
-    @Test("Listing a service without items gives an empty list", arguments: Backend.allCases)
-    func listEmpty(backend: Backend) throws {
-        #expect(try backend.make().keychain.accounts(service: "com.example.none").isEmpty)
+    @Test("Listing a service without items gives an empty list", arguments: TypedStack.available)
+    func listEmpty(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
+        #expect(try f.keychain.accounts(service: "com.example.none").isEmpty)
     }
 
-    @Test("exists reads attributes only and never prompts, even for a biometry-protected item", arguments: Backend.allCases)
-    func existsNeverPrompts(backend: Backend) throws {
-        let f = backend.make()
+    @Test("exists reads attributes only and never prompts, even for a biometry-protected item", arguments: TypedStack.available)
+    func existsNeverPrompts(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         let protected = f.keychain(options: ItemOptions(accessibility: .whenUnlockedThisDeviceOnly, accessControlFlags: .biometryCurrentSet))
         try protected.save(secretData, for: generic())
         #expect(try protected.exists(generic()))
@@ -175,7 +211,7 @@ struct ServiceTests {
     }
 }
 
-@Suite("Codable values")
+@Suite("Codable values", .serialized, .ownsDefaultKeychain)
 struct CodableTests {
     struct Credentials: Codable, Equatable, Sendable {
         var user: String
@@ -183,18 +219,20 @@ struct CodableTests {
         var expires: Date
     }
 
-    @Test("A Codable value is saved as JSON and decoded back", arguments: Backend.allCases)
-    func codableRoundTrip(backend: Backend) throws {
-        let f = backend.make()
+    @Test("A Codable value is saved as JSON and decoded back", arguments: TypedStack.available)
+    func codableRoundTrip(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         let value = Credentials(user: "alice", token: secretText, expires: Date(timeIntervalSince1970: 1_000_000))
         try f.keychain.encode(value, for: generic())
         #expect(try f.keychain.value(Credentials.self, for: generic()) == value)
         #expect(try f.keychain.value(Credentials.self, for: generic("nobody")) == nil)
     }
 
-    @Test("A value of another shape fails with decodingFailed, naming the path but not the bytes", arguments: Backend.allCases)
-    func decodingFailure(backend: Backend) throws {
-        let f = backend.make()
+    @Test("A value of another shape fails with decodingFailed, naming the path but not the bytes", arguments: TypedStack.available)
+    func decodingFailure(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         try f.keychain.save("{\"user\":\"alice\",\"token\":\"\(secretText)\"}", for: generic())
         let error = try #require(throws: KeychainError.self) { try f.keychain.value(Credentials.self, for: generic()) }
         #expect(error == .decodingFailed)
@@ -208,9 +246,10 @@ struct CodableTests {
         #expect(!String(describing: garbage).contains("XYZZY"))
     }
 
-    @Test("Binary data read as a string fails with stringEncoding, without the bytes", arguments: Backend.allCases)
-    func notUTF8(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Binary data read as a string fails with stringEncoding, without the bytes", arguments: TypedStack.available)
+    func notUTF8(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         try f.keychain.save(Data([0xFF, 0xFE, 0x58, 0x59]), for: generic())
         let error = try #require(throws: KeychainError.self) { try f.keychain.string(for: generic()) }
         #expect(error == .stringEncoding)
@@ -218,7 +257,7 @@ struct CodableTests {
     }
 }
 
-@Suite("Items built right")
+@Suite("Items built right", .serialized, .ownsDefaultKeychain)
 struct ItemValidationTests {
     @Test("An empty service, server or access group is rejected at construction")
     func emptyRejected() {
@@ -229,9 +268,10 @@ struct ItemValidationTests {
         #expect(throws: Never.self) { try GenericPassword(service: "s", account: "") }
     }
 
-    @Test("Deleting or listing an empty service is rejected before any query", arguments: Backend.allCases)
-    func emptyServiceQueries(backend: Backend) throws {
-        let f = backend.make()
+    @Test("Deleting or listing an empty service is rejected before any query", arguments: TypedStack.available)
+    func emptyServiceQueries(stack: TypedStack) throws {
+        let f = try StackUnderTest(stack)
+        defer { f.remove() }
         try f.keychain.save("v", for: generic())
         #expect(throws: KeychainError.invalidItem) { try f.keychain.deleteAll(service: "") }
         #expect(throws: KeychainError.invalidItem) { try f.keychain.accounts(service: "") }
