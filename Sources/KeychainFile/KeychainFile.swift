@@ -300,8 +300,10 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         guard !inTransaction else { return }
         try followReplacement()
         if let version = try busyOrNil(currentDataVersion), version != dataVersion {
+            // Read before `dataVersion` moves: a busy read is tried again by the caller, not skipped.
+            let read = try busyOrNil(readHeaderInTransaction)
             dataVersion = version
-            if let fresh = try busyOrNil(readHeaderInTransaction) {
+            if let fresh = read {
                 header = fresh
                 if fresh.epoch != epoch {
                     // Another instance locked the keychain.

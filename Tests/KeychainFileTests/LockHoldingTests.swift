@@ -203,9 +203,10 @@ struct LockHoldingTests {
             ["\(file.lockState)", try readSecret(file, "svc", "a") ?? "nil"]
         }
         let seen = others.result()
-        // The time is up (the setting is read at every wait): the next wait fails.
-        file.busyTimeout = 0
+        // The time is up: the setting is read before every try, so a following wait fails. (Set after letting the
+        // write go on: were the wait under the mutex, setting it first would deadlock instead of failing.)
         proceed.signal()
+        file.busyTimeout = 0
         #expect(try #require(seen, "lockState and a read blocked while a write waited for another process").get()
                 == ["\(LockState.unlocked)", "x"])
         let result = try #require(writing.result())
