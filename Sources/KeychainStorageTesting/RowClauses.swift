@@ -142,12 +142,15 @@ extension StorageContract {
             c.check(mergeCalls.current == 0, "merge was called without an existing row")
             guard case .inserted(let id) = inserted else { try c.require(false, "expected an insert, got \(inserted)"); return }
             var seen: [Int64] = []
-            let replaced = try storage.write { try $0.upsert(row("svc", "a", secret: "ignored")) { existing in
-                guard case .item(var old) = existing else { return nil }
-                seen.append(old.rowID)
-                old.secret = Data("two".utf8)
-                return old
-            } }
+            let replaced = try storage.write { tx in
+                seen = []   // what the body's last run saw (a storage may run a write body again)
+                return try tx.upsert(row("svc", "a", secret: "ignored")) { existing in
+                    guard case .item(var old) = existing else { return nil }
+                    seen.append(old.rowID)
+                    old.secret = Data("two".utf8)
+                    return old
+                }
+            }
             c.check(replaced == .replaced(rowID: id), "expected a replace of row \(id), got \(replaced)")
             c.check(seen == [id], "merge saw rows \(seen), not [\(id)]")
             let kept = try storage.write { try $0.upsert(row("svc", "a", secret: "three")) { _ in nil } }

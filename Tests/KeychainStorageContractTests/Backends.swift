@@ -139,7 +139,7 @@ enum Backends {
         },
         reachableLockStates: [.locked, .unlocked],
         reasonsForMissingCapabilities: [
-            .secondKeychain: "one collection per storage in these tests (a second collection needs a prompt to create)",
+            .secondKeychain: "a second gnome-keyring collection needs a password prompt to create or unlock, and the private bus has no prompter",
             .damageRow: "no damage hook for Secret Service items here (KeychainSecretServiceTests tamper with them)",
             .lockState(.lockedAfterFirstUnlock): "a Secret Service collection is locked or unlocked, nothing in between",
             .decryptionCount: "SecretServiceStorage does not count the secrets it fetches",
