@@ -205,6 +205,10 @@ public protocol KeychainStorage: AnyObject, Sendable {
     func read<T>(_ body: (any StorageReader) throws -> T) throws -> T
 
     /// Runs `body` as one atomic transaction: all of its changes land, or none do.
+    ///
+    /// A storage may run `body` more than once (an optimistic transaction that lost a race, or guessed wrong about
+    /// rows it had not read, runs it again): only the last run's changes and result count, so `body` must have no
+    /// effect outside the writer.
     func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T
 
     /// Whether several machines share these rows (an etcd cluster): anything kept per machine (an install marker,
