@@ -28,14 +28,14 @@ enum TypedStack: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case inMemoryKeychain
     /// The bare engine over `MemoryStorage` (compiled save path).
     case engine
-    /// `Keychain()` → `SystemKeychain` → `SecItem*` → a fresh keychain file in a temporary folder (never the user's).
+    /// `Keychain()` → `SystemKeychain` → `SecItem*` → a keychain file in a temporary folder (never the user's),
+    /// installed with `setEngine`.
     case keychainFileThroughSecItem
     /// `Keychain()` → `SystemKeychain` → `SecItem*` → the Secret Service: the login collection of a private
-    /// gnome-keyring on a private D-Bus (one per test process, emptied before each test), installed with
-    /// `KeychainServicesDefaults.useSecretService`.
+    /// gnome-keyring on a private D-Bus, installed with `KeychainServicesDefaults.useSecretService`.
     case secretServiceThroughSecItem
-    /// `Keychain()` → `SystemKeychain` → `SecItem*` → an etcd keychain of a fresh name on a 3-member cluster (one per
-    /// test process), installed with `KeychainServicesDefaults.useEtcd`.
+    /// `Keychain()` → `SystemKeychain` → `SecItem*` → an etcd keychain on a 3-member cluster, installed with
+    /// `KeychainServicesDefaults.useEtcd`.
     case etcdThroughSecItem
 
     var testDescription: String { rawValue }
@@ -79,7 +79,7 @@ enum TypedStack: String, CaseIterable, CustomTestStringConvertible, Sendable {
     var hasAfterFirstUnlockState: Bool { self != .secretServiceThroughSecItem }
 }
 
-/// One stack, fresh: the keychain the typed API uses and the engine underneath (for its clock).
+/// One stack, empty and unlocked: the keychain the typed API uses and the engine underneath (for its clock).
 struct TypedStackFixture {
     /// The keychain as an app has it: `Keychain()` on the production stacks, `Keychain(store:)` on the others.
     let keychain: Keychain
@@ -160,7 +160,7 @@ struct TypedStackFixture {
     /// Puts a memory keychain back as the default (when this fixture replaced it) and removes what the stack made.
     func remove() { cleanUp() }
 
-    /// Runs `body` over a fresh `stack`, then removes it.
+    /// Runs `body` over `stack` (empty, unlocked), then removes it.
     static func with(_ stack: TypedStack, _ body: (TypedStackFixture) throws -> Void) throws {
         let fixture = try TypedStackFixture(stack)
         defer { fixture.remove() }
@@ -177,23 +177,16 @@ extension TypedStackFixture {
         let cleanUp: () -> Void
     }
 
+    // Decision: each production stack keeps one keychain for the test process (a keychain file, the login collection
+    // of one private gnome-keyring, one etcd keychain on the shared cluster), unlocked and emptied of every item at
+    // the start of each test. A fresh keychain per test would cost a scrypt derivation (N = 2^15, about 0.25 s) on
+    // the file and etcd stacks, in suites that run one test at a time (they own the default keychain); emptying costs
+    // a few deletes. Every test still starts from an empty, unlocked keychain, as on the memory stacks.
+
     private static func install(_ stack: TypedStack) throws -> Installed {
         switch stack {
         case .keychainFileThroughSecItem:
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-typed-\(UUID().uuidString)")
-            let engine = try KeychainServicesDefaults.fileEngine(at: folder.appendingPathComponent("login.keychain-db").path)
-            KeychainServicesDefaults.setEngine(engine)
-            let file = try #require(engine.storage as? KeychainFile)
-            return Installed(engine: engine, lock: { state in
-                switch state {
-                case .locked: file.lock()
-                case .lockedAfterFirstUnlock: file.lockAfterFirstUnlock()
-                case .unlocked: try file.unlock(password: "")
-                }
-            }, cleanUp: {
-                KeychainServicesDefaults.useMemoryKeychain()
-                try? FileManager.default.removeItem(at: folder)
-            })
+            return try SharedKeychainFile.install()
         case .secretServiceThroughSecItem:
             return try SharedSecretService.install()
         case .etcdThroughSecItem:
@@ -207,9 +200,46 @@ extension TypedStackFixture {
         }
     }
 
+    /// Deletes every item of the keychain (each class, synchronizable or not, every group).
+    private static func empty(_ engine: KeychainEngine) throws {
+        for itemClass in ["genp", "inet", "cert", "keys"] {
+            do {
+                try engine.delete([Key.class: .string(itemClass), Key.synchronizable: .string(Key.synchronizableAny)])
+            } catch let error as EngineError where error.status == Status.itemNotFound {}
+        }
+    }
+
+    /// One keychain file (empty password) in a temporary folder, never the user's, for the test process; its engine
+    /// is installed with `setEngine`, as `KeychainServicesDefaults` installs a file engine. The folder is removed when
+    /// the process exits.
+    private enum SharedKeychainFile {
+        static let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-typed-\(UUID().uuidString)")
+        static let engine = Result<KeychainEngine, any Error> {
+            let engine = try KeychainServicesDefaults.fileEngine(at: folder.appendingPathComponent("login.keychain-db").path)
+            atexit { try? FileManager.default.removeItem(at: SharedKeychainFile.folder) }
+            return engine
+        }
+
+        static func install() throws -> Installed {
+            let engine = try engine.get()
+            let file = try #require(engine.storage as? KeychainFile)
+            if file.lockState != .unlocked { try file.unlock(password: "") }
+            try empty(engine)
+            KeychainServicesDefaults.setEngine(engine)
+            return Installed(engine: engine, lock: { state in
+                switch state {
+                case .locked: file.lock()
+                case .lockedAfterFirstUnlock: file.lockAfterFirstUnlock()
+                case .unlocked: try file.unlock(password: "")
+                }
+            }, cleanUp: {
+                KeychainServicesDefaults.useMemoryKeychain()
+            })
+        }
+    }
+
     /// One private gnome-keyring for the test process (started on first use; its watchdog stops it when the process
-    /// exits). Each fixture empties the login collection of the items the previous one left, so a test starts from an
-    /// empty keychain as on the other stacks: the suites that use it own the default keychain (one at a time).
+    /// exits); each test installs a new `SecretServiceStorage` on its login collection with `useSecretService`.
     private enum SharedSecretService {
         static let daemon = Result<SecretServiceDaemon, any Error> { try SecretServiceDaemon.start() }
 
@@ -238,30 +268,27 @@ extension TypedStackFixture {
                 if (try? storage.isLocked()) != false { try? daemon.restartKeyringDaemon(unlock: true) }
             })
         }
-
-        /// Deletes every Keystone item of the collection (each class, synchronizable or not, every group).
-        private static func empty(_ engine: KeychainEngine) throws {
-            for itemClass in ["genp", "inet", "cert", "keys"] {
-                do {
-                    try engine.delete([Key.class: .string(itemClass), Key.synchronizable: .string(Key.synchronizableAny)])
-                } catch let error as EngineError where error.status == Status.itemNotFound {}
-            }
-        }
     }
 
     #if NIO
-    /// A keychain of a fresh name per test on the process's shared 3-member cluster, created as
-    /// `keystone create-keychain etcd://…` does and installed as an app does (`useEtcd`).
+    /// One etcd keychain (password "pw") on the process's shared 3-member cluster, created as
+    /// `keystone create-keychain etcd://…` does; each test installs it as an app does (`useEtcd`).
     private enum SharedEtcd {
-        static func install() throws -> Installed {
+        static let configuration = Result<EtcdConfiguration, any Error> {
             let cluster = try EtcdTestCluster.shared()
             let configuration = try EtcdConfiguration(url: cluster.url(name: "typed-\(UUID().uuidString)"), environment: [:])
             _ = try EtcdKeychain.create(configuration, password: "pw")
-            // Creating unlocked it for this user on this machine (the unlock cache), so the app opens it unlocked
-            // without a second scrypt; where the cache is unavailable the app passes the password.
+            return configuration
+        }
+
+        static func install() throws -> Installed {
+            let configuration = try configuration.get()
+            // Creating it unlocked it for this user on this machine (the unlock cache), so the app opens it unlocked;
+            // after a test that locked it, or where the cache is unavailable, the app passes the password.
             let engine = try KeychainServicesDefaults.useEtcd(configuration)
             let keychain = try #require(engine.storage as? EtcdKeychain)
             if keychain.lockState != .unlocked { try keychain.unlock(password: "pw") }
+            try empty(engine)
             return Installed(engine: engine, lock: { state in
                 switch state {
                 case .locked: keychain.lock()
@@ -270,7 +297,6 @@ extension TypedStackFixture {
                 }
             }, cleanUp: {
                 KeychainServicesDefaults.useMemoryKeychain()
-                try? EtcdKeychain.delete(configuration)
             })
         }
     }
