@@ -33,7 +33,7 @@ enum BlockingCalls {
             running += 1
             lock.unlock()
             let thread = Thread { [self] in work(job) }
-            thread.name = "keystone.blocking-call"
+            thread.name = "keystone.block"  // at most 15 bytes on Linux: a longer name is not set at all
             thread.start()
         }
 
