@@ -105,6 +105,9 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// column still has the same bytes, so an edited row is decrypted and checked again.
     var rowCache: [RowKey: CachedRow] = [:]
     var cachingEnabled = true
+    /// How many rows this connection has decrypted (cache hits not counted); mutex held. Read it with
+    /// ``decryptionCount``.
+    var decryptions = 0
     /// Digests of attribute values under the current index key (see `digest` in Rows.swift).
     var digestCache: [DigestKey: Data] = [:]
     /// The keys, as they change: every cache derived from them is emptied.
@@ -126,6 +129,10 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     var sharesKeys = true
     /// The token that opens a file sealed to a Secure Enclave (nil: none; such a file then stays locked).
     let secureEnclave: (any SecureEnclaveToken)?
+
+    /// How many rows this file has decrypted so far (a row served from the row cache is not counted): the storage
+    /// contract's laziness clause checks that a limit-one search decrypts only the first match.
+    package var decryptionCount: Int { withMutex { decryptions } }
 
     /// Whether decrypted rows are kept in memory between reads (default true).
     ///

@@ -164,6 +164,7 @@ extension KeychainFile {
     }
 
     private func decrypt(_ cls: ItemClass, rowID: Int64, _ row: RowColumns, keys: KeySet) -> Candidate {
+        decryptions += 1
         guard let protection = ProtectionClass(rawValue: row.pclass) else { return Self.damaged(cls, rowID, "protection class") }
         let aad = self.aad(cls, row.pclass, row.pk, digests: row.digests, rowID: rowID, version: header.version)
         let item: StoredItem

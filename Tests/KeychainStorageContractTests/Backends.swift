@@ -45,9 +45,9 @@ enum Backends {
             case .unlocked: try file.unlock(password: "pw")
             }
         },
+        decryptionCount: { ($0 as? KeychainFile)?.decryptionCount ?? 0 },
         reasonsForMissingCapabilities: [
             .damageRow: "sqlite3 is not installed (apt-get install sqlite3): it damages the rows",
-            .decryptionCount: "KeychainFile does not count the rows it decrypts",
         ])
 
     /// A tampering writer with the sqlite3 tool: the row gets another row's sealed contents when there is one (a swap
