@@ -51,7 +51,9 @@ final class RecordingStore: KeychainStore {
     }
 }
 
-/// The stores the typed API is tested against: the test double and the bare engine.
+/// The two engine-over-memory stores (the test double and the bare engine) of the suites that script authentication
+/// outcomes or set lock states directly (error and option tests, CryptoKit keys). The typed API's core suites run on
+/// every stack of ``TypedStack``, the production ones included.
 enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case inMemoryKeychain
     case engine
