@@ -51,6 +51,11 @@ public final class EtcdKeychain: KeychainStorage {
     let client: EtcdClient
     let keyspace: EtcdKeyspace
     private let state: Locked<State>
+    /// How many rows this keychain's transactions have decrypted (its own lock: counting never waits on `state`).
+    let decryptions = Locked(0)
+    /// How many rows this keychain has decrypted so far: the storage contract's laziness clause checks that a
+    /// limit-one search decrypts only the first match.
+    package var decryptionCount: Int { decryptions.current }
     /// The time, for the auto-lock timeout.
     let clock: @Sendable () -> Date = { Date() }
 

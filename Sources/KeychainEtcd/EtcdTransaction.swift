@@ -230,6 +230,7 @@ final class EtcdTransaction: StorageWriter {
         guard let row, let primaryKey = keyspace.digest(in: key, of: cls) else { return damaged(cls, 0, "layout") }
         located[RowRef(itemClass: cls, rowID: row.rowID)] = primaryKey
         guard let keys else { return unavailable(cls, row.rowID) }
+        keychain.decryptions.withLock { $0 += 1 }
         let aad = EtcdRow.aad(keychainID: keychainID, itemClass: cls, protection: row.sealed.protection, rowID: row.rowID,
                               primaryKey: primaryKey, digests: row.digests)
         switch row.sealed.open(itemClass: cls, rowID: row.rowID, keys: keys, aad: aad) {

@@ -8,7 +8,8 @@ import SecretServiceDaemon
 #endif
 #if NIO && !canImport(Darwin)
 import EtcdCluster
-import KeychainEtcd
+// @testable: the damage hook writes raw values with the keychain's own client, as a tampering writer on the cluster.
+@testable import KeychainEtcd
 #endif
 
 /// Every storage Keystone ships, as factories of the storage contract (`KeychainStorageTesting`). Each runs every
@@ -89,6 +90,7 @@ enum Backends {
     static let etcd = StorageFactory(
         makeStorage: { try makeEtcdKeychain() },
         makeSecondKeychain: { _ in try makeEtcdKeychain() },
+        damageRow: damageEtcdRow,
         setLockState: { storage, state in
             guard let keychain = storage as? EtcdKeychain else { throw EngineError(Status.param, "not an etcd keychain") }
             switch state {
@@ -97,10 +99,28 @@ enum Backends {
             case .unlocked: try keychain.unlock(password: "pw")
             }
         },
-        reasonsForMissingCapabilities: [
-            .damageRow: "no damage hook for etcd rows yet (the etcd suites tamper with rows themselves)",
-            .decryptionCount: "EtcdKeychain does not count the rows it decrypts",
-        ])
+        decryptionCount: { ($0 as? EtcdKeychain)?.decryptionCount ?? 0 })
+
+    /// A tampering writer on the cluster: the row keeps its key, row id and digests but gets another row's sealed
+    /// item (wrapped key and payload) when there is one (a swap the keychain must detect), else its payload is zeroed.
+    ///
+    /// Decision: only the sealed part is swapped, as the keychain file's hook swaps only its sealed columns; a whole
+    /// value copied to another key carries the other row's id, and is then reported unreadable under that id.
+    static let damageEtcdRow: @Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void = { storage, itemClass, rowID in
+        guard let keychain = storage as? EtcdKeychain else { throw EngineError(Status.param, "not an etcd keychain") }
+        let stored = try keychain.client.range(prefix: keychain.keyspace.items(itemClass)).kvs
+            .compactMap { kv in EtcdRow(decoding: kv.value).map { (key: kv.key, row: $0) } }
+        guard var target = stored.first(where: { $0.row.rowID == rowID }) else {
+            throw EngineError(Status.itemNotFound, "no etcd row \(rowID) of class \(itemClass.rawValue) to damage")
+        }
+        if let other = stored.first(where: { $0.row.rowID != rowID }) {
+            target.row.sealed.wrappedKey = other.row.sealed.wrappedKey
+            target.row.sealed.payload = other.row.sealed.payload
+        } else {
+            target.row.sealed.payload = Data(count: target.row.sealed.payload.count)
+        }
+        _ = try keychain.client.put(target.key, target.row.encoded)
+    }
 
     static func makeEtcdKeychain() throws -> any KeychainStorage {
         let cluster = try EtcdTestCluster.shared()
