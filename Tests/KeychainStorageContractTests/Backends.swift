@@ -160,10 +160,42 @@ enum Backends {
         reachableLockStates: [.locked, .unlocked],
         reasonsForMissingCapabilities: [
             .secondKeychain: "a second gnome-keyring collection needs a password prompt to create or unlock, and the private bus has no prompter",
-            .damageRow: "no damage hook for Secret Service items here (KeychainSecretServiceTests tamper with them)",
+            .damageRow: "the storage fails this clause by design, pending a decision: its seal does not cover the secret (Seal.swift), so an item given another item's secret (damageSecretServiceItem) is returned with that secret; an item whose seal fails is ignored, not reported unreadable",
             .lockState(.lockedAfterFirstUnlock): "a Secret Service collection is locked or unlocked, nothing in between",
             .decryptionCount: "SecretServiceStorage does not count the secrets it fetches",
         ])
+
+    /// A program of the session damaging an item: `secret-tool store` with the item's own attributes (the service
+    /// replaces its secret in place) and another item's secret.
+    ///
+    /// Not given to ``secretService`` yet: with it the damaged-row clause fails ("returned readable with another row's
+    /// contents"), as `Seal.swift` decides the seal does not cover the secret. Wire it in once the seal binds the
+    /// secret (or its digest) and a mismatch reads as `errSecDecode`.
+    static let damageSecretServiceItem: @Sendable (any KeychainStorage, ItemClass, Int64) throws -> Void = { storage, itemClass, rowID in
+        guard let wrapped = storage as? DaemonStorage else { throw EngineError(Status.param, "not a Secret Service storage") }
+        func run(_ arguments: [String], input: Data? = nil) throws -> (stdout: Data, stderr: String) {
+            let result = try wrapped.daemon.run(arguments, input: input)
+            let stderr = String(decoding: result.stderr, as: UTF8.self)
+            guard result.status == 0 else {
+                throw EngineError(Status.param, "\(arguments.prefix(2).joined(separator: " ")) failed: \(stderr)")
+            }
+            return (result.stdout, stderr)
+        }
+        /// The attributes of the items `secret-tool search` finds: it prints them on stderr, "attribute.NAME = VALUE".
+        func attributes(_ query: [String]) throws -> [(String, String)] {
+            try run(["secret-tool", "search", "--all"] + query).stderr.split(separator: "\n").compactMap { line in
+                guard line.hasPrefix("attribute."), let equals = line.range(of: " = ") else { return nil }
+                return (String(line[line.index(line.startIndex, offsetBy: 10)..<equals.lowerBound]), String(line[equals.upperBound...]))
+            }
+        }
+        let ours = ["xdg:schema", "dev.keystone.Keychain", "keystone:class", itemClass.rawValue]
+        var target = Dictionary(try attributes(ours + ["keystone:rowid", String(rowID)]), uniquingKeysWith: { first, _ in first })
+        guard !target.isEmpty else { throw EngineError(Status.itemNotFound, "no Secret Service item of row \(rowID) to damage") }
+        target["xdg:schema"] = "dev.keystone.Keychain"
+        let otherRow = try attributes(ours).first { $0.0 == "keystone:rowid" && $0.1 != String(rowID) }?.1
+        let secret = try otherRow.map { try run(["secret-tool", "lookup", "keystone:rowid", $0] + ours).stdout } ?? Data("damaged".utf8)
+        _ = try run(["secret-tool", "store", "--label=damaged"] + target.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value] }, input: secret)
+    }
 
     /// A storage that owns the daemon behind it: the daemon stops when the test lets the storage go.
     final class DaemonStorage: KeychainStorage, @unchecked Sendable {
