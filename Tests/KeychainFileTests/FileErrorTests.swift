@@ -65,7 +65,7 @@ struct FileErrorTests {
         do { try file.unlock(password: password + "x") } catch EngineError.authFailed { caught.append(EngineError.authFailed) }
         do { _ = try KeychainFile.open(at: dir.path("missing.keychain-db")) } catch let e as EngineError where e.code == .noSuchKeychain { caught.append(e) }
         let notKeychain = dir.path("plain.txt")
-        FileManager.default.createFile(atPath: notKeychain, contents: Data(password.utf8), attributes: [.posixPermissions: 0o600])
+        #expect(FileManager.default.createFile(atPath: notKeychain, contents: Data(password.utf8), attributes: [.posixPermissions: 0o600]))
         do { _ = try KeychainFile.open(at: notKeychain) } catch let e as EngineError where e.code == .invalidKeychain { caught.append(e) }
         #expect(caught.count == 3)
         for error in caught { #expect(!error.description.contains(password)) }
