@@ -170,10 +170,33 @@ public final class SwtpmFixture: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if !process.isRunning { return false }
-            if Self.canConnect(port: port) { return true }
+            // Ours, not another listener that took the same free port a moment earlier (another swtpm, an etcd
+            // member, a TLS server of a test running beside this one): then our swtpm cannot bind and exits, and
+            // start() tries another port instead of handing out a TPM that another test may kill.
+            if Self.canConnect(port: port), Self.listens(pid: process.processIdentifier, on: port) { return true }
             _ = poll(nil, 0, 10)  // 10 ms between attempts: a refused connect fails at once.
         }
         return false
+    }
+
+    /// Whether process `pid` owns the socket listening on 127.0.0.1:`port` (from /proc/net/tcp and /proc/PID/fd).
+    private static func listens(pid: Int32, on port: UInt16) -> Bool {
+        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return true }
+        let local = String(format: ":%04X", port)
+        // Lines: "sl local_address rem_address st ... uid timeout inode"; LISTEN is state 0A.
+        let inodes = Set(table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count > 9, fields[1].hasSuffix(local), fields[3] == "0A" else { return nil }
+            return String(fields[9])
+        })
+        guard !inodes.isEmpty else { return false }
+        let fdDirectory = "/proc/\(pid)/fd"
+        guard let fds = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return false }
+        return fds.contains { fd in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(fd)"),
+                  target.hasPrefix("socket:[") else { return false }
+            return inodes.contains(String(target.dropFirst("socket:[".count).dropLast()))
+        }
     }
 
     private static func canConnect(port: UInt16) -> Bool {
