@@ -31,37 +31,35 @@ struct ProductionStackTypedAPITests {
           .enabled(if: TypedStack.keychainFileThroughSecItem.unavailableReason == nil,
                    Comment(rawValue: "keychain-file stack skipped: \(TypedStack.keychainFileThroughSecItem.unavailableReason ?? "")")))
     func keychainFileStack() throws {
-        try TypedStackFixture.with(.keychainFileThroughSecItem) { f in
-            #expect(f.keychain.store is SystemKeychain)
-            let current = try KeychainServicesDefaults.currentEngine()
-            #expect(current === f.engine)
-            #expect(f.engine.storage is KeychainFile)
-        }
+        try expectSystemKeychainOverDefaultEngine(.keychainFileThroughSecItem) { $0 is KeychainFile }
     }
 
     @Test("Keychain() on the Secret Service stack is SystemKeychain over the process's default engine, a Secret Service collection",
           .enabled(if: TypedStack.secretServiceThroughSecItem.unavailableReason == nil,
                    Comment(rawValue: "Secret Service stack skipped: \(TypedStack.secretServiceThroughSecItem.unavailableReason ?? "")")))
     func secretServiceStack() throws {
-        try TypedStackFixture.with(.secretServiceThroughSecItem) { f in
-            #expect(f.keychain.store is SystemKeychain)
-            let current = try KeychainServicesDefaults.currentEngine()
-            #expect(current === f.engine)
-            #expect(f.engine.storage is SecretServiceStorage)
-        }
+        try expectSystemKeychainOverDefaultEngine(.secretServiceThroughSecItem) { $0 is SecretServiceStorage }
     }
 
     @Test("Keychain() on the etcd stack is SystemKeychain over the process's default engine, an etcd keychain",
           .enabled(if: TypedStack.etcdThroughSecItem.unavailableReason == nil,
                    Comment(rawValue: "etcd stack skipped: \(TypedStack.etcdThroughSecItem.unavailableReason ?? "")")))
     func etcdStack() throws {
-        try TypedStackFixture.with(.etcdThroughSecItem) { f in
+        #if NIO
+        try expectSystemKeychainOverDefaultEngine(.etcdThroughSecItem) { $0 is EtcdKeychain }
+        #else
+        try expectSystemKeychainOverDefaultEngine(.etcdThroughSecItem) { _ in true }
+        #endif
+    }
+
+    /// `Keychain()` on `stack` is a `SystemKeychain` over the process's default engine, whose storage `isExpected`.
+    private func expectSystemKeychainOverDefaultEngine(_ stack: TypedStack,
+                                                       storage isExpected: (any KeychainStorage) -> Bool) throws {
+        try TypedStackFixture.with(stack) { f in
             #expect(f.keychain.store is SystemKeychain)
             let current = try KeychainServicesDefaults.currentEngine()
             #expect(current === f.engine)
-            #if NIO
-            #expect(f.engine.storage is EtcdKeychain)
-            #endif
+            #expect(isExpected(f.engine.storage), "\(stack): unexpected storage \(type(of: f.engine.storage))")
         }
     }
 
