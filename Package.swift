@@ -278,6 +278,8 @@ let package = Package(
 
         // A child process for the keychain file's crash and multi-process tests.
         .executableTarget(name: "KeychainFileStress", dependencies: ["KeychainEngine", "KeychainFile"], path: "Tests/KeychainFileStress", swiftSettings: settings),
+        // Runs a command with keyctl/add_key/request_key refused (EPERM), as Docker's default seccomp profile does.
+        .executableTarget(name: "no-keyring-exec", path: "Tests/NoKeyringExec"),
         // A child process for the migration crash tests: a defaults migration or a fresh-install wipe against a keychain
         // file and real UserDefaults, killed with SIGKILL at a given step.
         .executableTarget(name: "MigrationChild", dependencies: [
