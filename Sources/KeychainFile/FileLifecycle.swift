@@ -260,12 +260,19 @@ extension KeychainFile {
     ///
     /// Processes racing to the first use all succeed on the same file. A file left by a creation interrupted in
     /// an earlier version of Keystone (a database with no header and no items) is moved aside, never deleted.
-    /// - Throws: the errors of ``open(at:secureEnclave:)`` and ``create(at:password:settings:)``.
+    /// - Throws: the errors of ``open(at:secureEnclave:)`` and ``create(at:password:settings:)``; `errSecWrPerm`
+    ///   when the keychain directory cannot be made or written (a daemon's user whose home is `/nonexistent`, a
+    ///   read-only home), its message naming the fix: `KEYSTONE_KEYCHAIN_DIR` (``keychainDirectoryVariable``).
     /// - Parameter secureEnclave: the token that opens the default keychain when it is sealed to a Secure Enclave
     ///   (``open(at:secureEnclave:)``).
     public static func openDefault(secureEnclave: (any SecureEnclaveToken)? = nil) throws -> (keychain: KeychainFile, created: Bool) {
         try engineErrors {
-            try openDefault(at: defaultPath, secureEnclave: secureEnclave)
+            let path = defaultPath
+            do {
+                return try openDefault(at: path, secureEnclave: secureEnclave)
+            } catch let error as EngineError {
+                throw addingDirectoryFix(to: error, path: path)
+            }
         }
     }
 

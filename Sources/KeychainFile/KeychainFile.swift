@@ -181,21 +181,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         self.epoch = header.epoch
     }
 
-    // MARK: - Locations
-
-    /// The keychain directory: `$XDG_DATA_HOME/keystone`, else `~/.local/share/keystone`.
-    public static var keychainDirectory: String {
-        let env = ProcessInfo.processInfo.environment
-        if let xdg = env["XDG_DATA_HOME"], !xdg.isEmpty { return xdg + "/keystone" }
-        let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return home + "/.local/share/keystone"
-    }
-
-    /// The default (login) keychain: `$KEYSTONE_KEYCHAIN`, else `<keychainDirectory>/login.keychain-db`.
-    public static var defaultPath: String {
-        if let path = ProcessInfo.processInfo.environment["KEYSTONE_KEYCHAIN"], !path.isEmpty { return path }
-        return keychainDirectory + "/login.keychain-db"
-    }
+    // Locations (the keychain directory, the default keychain): Locations.swift.
 
     /// Runs `body` holding the mutex. Nothing slow runs under it: no scrypt, no TPM call, no sleep, no waiting for
     /// another connection's lock (the connection's busy timeout is 0; see ``withMutexWaitingOutside(_:)``).

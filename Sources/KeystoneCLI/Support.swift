@@ -60,10 +60,27 @@ func withUnlockHint(_ reason: String, status: Int32, keychain: String) -> String
 }
 
 /// Runs a keychain call, turning an `EngineError` into a ``ToolFailure`` naming `function` (as `security` does).
+///
+/// A write failure in the keychain directory gets the fix (``withDirectoryFix(_:)``).
 func call<T>(_ function: String, _ body: () throws -> T) throws -> T {
     do { return try body() } catch let error as EngineError {
+        let error = withDirectoryFix(error)
         throw ToolFailure(function: function, status: error.status, reason: error.reason)
     }
+}
+
+/// `error` with what to do added when it is `errSecWrPerm` for the keychain directory or one of its parents (a
+/// daemon's user whose home is `/nonexistent`, a read-only home): `KEYSTONE_KEYCHAIN_DIR` and the systemd
+/// `StateDirectory=` recipe (``KeychainFile/unwritableDirectoryFix(for:environment:)``).
+func withDirectoryFix(_ error: EngineError) -> EngineError {
+    guard error.status == Status.wrPerm else { return error }
+    var candidate = KeychainFile.keychainDirectory
+    if error.reason.contains(candidate + "/") { return KeychainFile.addingDirectoryFix(to: error, path: candidate) }
+    while candidate.count > 1 {
+        if error.reason.contains(candidate + ":") { return KeychainFile.addingDirectoryFix(to: error, path: candidate) }
+        candidate = (candidate as NSString).deletingLastPathComponent
+    }
+    return error
 }
 
 func writeErr(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
@@ -314,15 +331,104 @@ func openStorage(_ spec: String, function: String = "SecKeychainOpen") throws ->
     #endif
 }
 
-// MARK: - Secrets from the terminal or standard input
+// MARK: - Secrets from the terminal, a headless source or standard input
 
-/// Reads a secret: from the terminal without echo when standard input is one, else one line of standard input.
+/// Where a keychain password comes from when there is nobody to type it (a service, a container, CI).
+///
+/// Decision: the password itself never comes from an environment variable (any process of the user can read
+/// `/proc/PID/environ` of its own processes, and environments end up in logs and `docker inspect`); only the *path*
+/// of a file does. The sources, in order:
+/// 1. the systemd credential ``credentialName`` in `$CREDENTIALS_DIRECTORY` (`LoadCredential=` /
+///    `LoadCredentialEncrypted=` / `SetCredentialEncrypted=` in the unit: systemd decrypts it, possibly with the TPM,
+///    into a directory only the service can read);
+/// 2. the file `$KEYSTONE_PASSWORD_FILE` names (a container secret, `/run/secrets/…`);
+/// 3. one line of standard input when it is not a terminal;
+/// 4. else the command fails at once, naming these options: it never waits for input that cannot come.
+///
+/// A file gives its first line (what `echo pw > file` writes is `pw`), as standard input does.
+enum HeadlessPassword {
+    /// The credential `unlock-keychain` and `create-keychain` read: `LoadCredential=keystone.keychain-password:…`.
+    static let credentialName = "keystone.keychain-password"
+    /// The variable naming a password file (a path, never the password).
+    static let fileVariable = "KEYSTONE_PASSWORD_FILE"
+    /// The largest password file read.
+    static let maximumSize = 64 * 1024
+
+    /// The password from the systemd credential or `KEYSTONE_PASSWORD_FILE`; nil when neither is set.
+    ///
+    /// - Throws: ``MessageFailure`` (exit 1) when one is set but cannot be read, naming the file and why.
+    static func fromFiles(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String? {
+        if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
+            let path = directory + "/" + credentialName
+            if FileManager.default.fileExists(atPath: path) {
+                return try readPasswordFile(path, source: "the systemd credential \(credentialName)")
+            }
+        }
+        if let path = environment[fileVariable], !path.isEmpty {
+            return try readPasswordFile(path, source: fileVariable)
+        }
+        return nil
+    }
+}
+
+/// The first line of the password file at `path` (without its newline).
+///
+/// The file is opened without following a FIFO's writer (`O_NONBLOCK`) and must be a regular file (a FIFO or a
+/// terminal could make the command wait for ever) of at most 64 KiB. An empty file is refused: a secret that was
+/// never written must not become an empty password.
+/// - Parameter source: what named the file, for messages (`KEYSTONE_PASSWORD_FILE`, `--password-file`).
+/// - Throws: ``MessageFailure`` (exit 1) saying why, never showing the file's content.
+func readPasswordFile(_ path: String, source: String) throws -> String {
+    func failure(_ why: String) -> MessageFailure {
+        MessageFailure(message: "keystone: \(source): cannot read the password from \(path): \(why)", exitCode: 1)
+    }
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw failure("it is not a regular file") }
+    guard info.st_size <= off_t(HeadlessPassword.maximumSize) else { throw failure("it is larger than \(HeadlessPassword.maximumSize) bytes") }
+    var bytes = [UInt8](repeating: 0, count: HeadlessPassword.maximumSize + 1)
+    var count = 0
+    while count < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+        if n < 0 && errno == EINTR { continue }
+        if n < 0 { throw failure(String(cString: strerror(errno))) }
+        if n == 0 { break }
+        count += n
+    }
+    defer { for i in bytes.indices { bytes[i] = 0 } }
+    guard count > 0 else { throw failure("it is empty (give an empty password explicitly with -p '')") }
+    var line = bytes[..<count].prefix { $0 != UInt8(ascii: "\n") }
+    if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+    return String(decoding: line, as: UTF8.self)
+}
+
+/// Whether a read of `option` with `prompt` is a keychain password that the headless sources give: the password
+/// `create-keychain` and `unlock-keychain` ask for (`-p`).
+///
+/// Decision: item secrets (`-w`), import passphrases (`-P`), old passwords (`-o`), recovery passwords and the new
+/// password of `set-keychain-password` never come from the credential or the password file: one file holds one
+/// password, and using it for a change of password or an item's secret would silently store the wrong value.
+func isHeadlessKeychainPassword(prompt: String, option: String) -> Bool {
+    option == "-p" && (prompt.hasPrefix("password for new keychain") || prompt.hasPrefix("password to unlock"))
+}
+
+/// Reads a secret: from the terminal without echo when standard input is one; else, for a keychain password
+/// (``isHeadlessKeychainPassword(prompt:option:)``), from the systemd credential or `KEYSTONE_PASSWORD_FILE`
+/// (``HeadlessPassword``); else one line of standard input.
 ///
 /// An empty line is an empty secret, given on purpose. The end of input is not: a script whose variable is
-/// unset, or a job run with no input, must not create a keychain with an empty password or store an empty
-/// secret. It fails as a usage error.
-/// - Throws: ``UsageFailure`` at the end of input.
+/// unset, or a job run with no input (standard input `/dev/null` or closed), must not create a keychain with an
+/// empty password or store an empty secret. It fails at once as a usage error naming every way to give it.
+/// - Throws: ``UsageFailure`` at the end of input; ``MessageFailure`` when a password file cannot be read.
 func readSecret(prompt: String, option: String) throws -> String {
+    try readSecret(prompt: prompt, option: option, headless: isHeadlessKeychainPassword(prompt: prompt, option: option))
+}
+
+/// ``readSecret(prompt:option:)``, saying whether the headless sources (the systemd credential,
+/// `KEYSTONE_PASSWORD_FILE`) may give this secret.
+func readSecret(prompt: String, option: String, headless: Bool) throws -> String {
     if isatty(STDIN_FILENO) == 1 {
         // Echo goes off before the prompt appears: a secret typed as soon as the prompt shows is never echoed.
         var saved = termios()
@@ -336,10 +442,15 @@ func readSecret(prompt: String, option: String) throws -> String {
             writeErr("\n")
         }
         if let line = readLine(strippingNewline: true) { return line }
-    } else if let line = readLine(strippingNewline: true) {
-        return line
+    } else {
+        if headless, let password = try HeadlessPassword.fromFiles() { return password }
+        // A closed standard input (fd 0 not open) reads as its end: readLine returns nil at once.
+        if let line = readLine(strippingNewline: true) { return line }
     }
-    throw UsageFailure(message: "keystone: no \(option): standard input ended before a line was read. Pipe it in (printf '%s\\n' \"$SECRET\" | keystone …), type it at the prompt, or give an empty one explicitly with \(option) ''")
+    let headlessSources = headless
+        ? ", or, with no terminal, the systemd credential \(HeadlessPassword.credentialName) (LoadCredential= in the unit) or \(HeadlessPassword.fileVariable)=PATH (a file holding it, such as /run/secrets/NAME)"
+        : ""
+    throw UsageFailure(message: "keystone: no \(option): standard input ended before a line was read. Pipe it in (printf '%s\\n' \"$SECRET\" | keystone …), type it at the prompt\(headlessSources), or give an empty one explicitly with \(option) ''")
 }
 
 // MARK: - Printing items as `security` does
