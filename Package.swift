@@ -55,6 +55,10 @@ let package = Package(
         // `import CryptoKit` on Linux: swift-crypto's Crypto and CryptoKit's SecureEnclave (on the TPM). Linux only too.
         .library(name: "CryptoKit", targets: [cryptoKitModule]),
         .executable(name: "keystone", targets: ["KeystoneCLI"]),
+        // git's and docker's credential helpers (`credential.helper keystone`, `"credsStore": "keystone"`): small binaries
+        // that serve an unlocked keychain file themselves and hand everything else to `keystone credential-helper`.
+        .executable(name: "git-credential-keystone", targets: ["GitCredentialKeystone"]),
+        .executable(name: "docker-credential-keystone", targets: ["DockerCredentialKeystone"]),
     ],
     // One trait, off by default: the products built on SwiftNIO (KeychainEtcd, KeychainPKCS12, KeystonePinning's
     // swift-nio-ssl verification on Linux). Without it an app resolves no SwiftNIO package: swift-crypto, swift-asn1,
@@ -248,9 +252,14 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], swiftSettings: settings),
 
+        // git's and docker's credential-helper protocols over a keychain (KeychainFile only: the helpers start fast).
+        .target(name: "KeystoneCredentialHelpers", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
+        .executableTarget(name: "GitCredentialKeystone", dependencies: ["KeystoneCredentialHelpers"], swiftSettings: settings),
+        .executableTarget(name: "DockerCredentialKeystone", dependencies: ["KeystoneCredentialHelpers"], swiftSettings: settings),
         // The `keystone` command-line tool, with macOS `security`'s verbs.
         .executableTarget(name: "KeystoneCLI", dependencies: [
             "KeychainEngine", "KeychainFile",
+            "KeystoneCredentialHelpers",
             // `import --from`, `seal` / `unseal`: Keystone's importers and protected files.
             "Keystone", "KeystoneImporters", "KeystoneProtectedFiles",
             // Every backend, installed at start-up (etcd and PKCS#12 with the NIO trait).

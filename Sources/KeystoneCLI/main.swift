@@ -36,6 +36,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self, Seal.self, Unseal.self,
+            CredentialHelper.self,
         ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs)
 }
 
