@@ -333,6 +333,11 @@ let package = Package(
                 swiftSettings: settings),
         .testTarget(name: "SecretServiceDaemonTests", dependencies: ["SecretServiceDaemon"], swiftSettings: settings),
         .testTarget(name: "KeychainSecretServiceTests", dependencies: [
+        // The library round trip of the environment matrix (KeystoneCLITests' EnvironmentMatrixTests): `Keychain()` in
+        // the environment a test makes (another user, no home, no terminal, a seccomp filter).
+        .executableTarget(name: "EnvironmentProbe", dependencies: [
+            "Keystone", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/EnvironmentProbe", swiftSettings: settings),
             "KeychainEngine", "KeychainServices", "SecretServiceDaemon",
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),

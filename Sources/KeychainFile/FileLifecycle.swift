@@ -267,6 +267,7 @@ extension KeychainFile {
     ///   (``open(at:secureEnclave:)``).
     public static func openDefault(secureEnclave: (any SecureEnclaveToken)? = nil) throws -> (keychain: KeychainFile, created: Bool) {
         try engineErrors {
+            try checkLocationEncoding()
             let path = defaultPath
             do {
                 return try openDefault(at: path, secureEnclave: secureEnclave)

@@ -1,5 +1,10 @@
 import Foundation
 import KeychainEngine
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 // Where keychain files live by default, and what to tell a user whose home cannot hold them (a daemon's user whose
 // HOME is /nonexistent, a read-only home in a container).
@@ -59,5 +64,26 @@ extension KeychainFile {
         guard error.status == Status.wrPerm, !error.reason.contains(keychainDirectoryVariable),
               let fix = unwritableDirectoryFix(for: path) else { return error }
         return EngineError(error.status, (error.reason.isEmpty ? "" : error.reason + ": ") + fix)
+    }
+}
+
+extension KeychainFile {
+    /// The variables that choose where the default keychain is, checked by ``checkLocationEncoding()``.
+    static let locationVariables = ["KEYSTONE_KEYCHAIN", keychainDirectoryVariable, "XDG_DATA_HOME", "HOME"]
+
+    /// Refuses a location variable whose bytes are not UTF-8.
+    ///
+    /// Decision: Keystone's paths are Swift strings, and the process environment is decoded with replacement
+    /// characters: `KEYSTONE_KEYCHAIN_DIR=/srv/k\xff` would silently become `/srv/k\u{FFFD}`, another directory, and two
+    /// such names would be the same one. The default keychain is refused instead (`errSecParam`), naming the variable
+    /// and the fix, whatever `LANG` says (`LANG=C` does not make the bytes text).
+    /// - Throws: `EngineError` with `errSecParam`.
+    static func checkLocationEncoding() throws {
+        for name in locationVariables {
+            guard let raw = getenv(name) else { continue }
+            if String(validatingCString: raw) == nil {
+                throw EngineError(Status.param, "\(name) is not valid UTF-8: Keystone's keychain paths are UTF-8 text. Rename the directory to a UTF-8 name (convmv, mv) or set \(name) to another path")
+            }
+        }
     }
 }

@@ -662,3 +662,32 @@ func jsonSafe(_ value: Any) -> Any {
     default: return value
     }
 }
+
+// MARK: - Names that are not UTF-8
+
+/// Exits with status 2 when an argument, or a variable naming a keychain location or a password file, is not
+/// valid UTF-8.
+///
+/// Decision: the tool's names (keychain paths, services, accounts, labels) are Swift strings; an argument with other
+/// bytes (a Latin-1 file name under `LANG=C`) would be decoded with replacement characters, so `kc-\xff` and
+/// `kc-\xfe` would be the same keychain and `-a 'x\xff'` would find the item of `-a 'x\xfe'`. Such a name is refused
+/// before anything runs, saying which argument and what to do; nothing is created under a name the user did not give.
+func refuseNamesThatAreNotUTF8() {
+    let fix = "Keystone's keychain paths, services and accounts are UTF-8 text (LANG=C does not change that): rename the file or directory to a UTF-8 name (convmv, mv) or give the name in UTF-8"
+    for index in 1..<Int(CommandLine.argc) {
+        guard let pointer = CommandLine.unsafeArgv[index] else { continue }
+        if String(validatingCString: pointer) == nil {
+            writeErr("keystone: argument \(index) is not valid UTF-8. \(fix).\n")
+            exit(2)
+        }
+    }
+    let variables = ["KEYSTONE_KEYCHAIN", KeychainFile.keychainDirectoryVariable, "XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME",
+                     HeadlessPassword.fileVariable, "CREDENTIALS_DIRECTORY"]
+    for name in variables {
+        guard let raw = getenv(name) else { continue }
+        if String(validatingCString: raw) == nil {
+            writeErr("keystone: \(name) is not valid UTF-8. \(fix), or set \(name) to another path.\n")
+            exit(2)
+        }
+    }
+}

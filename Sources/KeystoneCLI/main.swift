@@ -63,6 +63,8 @@ let optionTable: [String: (values: Set<Character>, prompts: Set<Character>)] = [
     "verify-cert": (["c", "r", "p", "s", "d"], []),
 ]
 
+// Names that are not UTF-8 would be changed silently by decoding (Support.swift): refused first.
+refuseNamesThatAreNotUTF8()
 var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty {
     writeErr(KeystoneTool.helpMessage(for: KeystoneTool.self) + "\n")
