@@ -127,6 +127,8 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// means the keychain does not open, at once. Keys unlocked with a sealed file's recovery password are cached
     /// as any password's are, so that one `unlock-keychain -p` serves later commands where the TPM cannot.
     var sharesKeys = true
+    /// Where this instance's last unlock or creation kept its keys for later processes (``unlockSharing``).
+    var sharing: SharedUnlock?
     /// The token that opens a file sealed to a Secure Enclave (nil: none; such a file then stays locked).
     let secureEnclave: (any SecureEnclaveToken)?
 
@@ -208,6 +210,10 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// The lock settings.
     public var settings: KeychainSettings { withMutex { header.settings } }
 
+    /// Where this instance's last unlock (or the creation of the file) kept the keys for this user's later
+    /// processes: the kernel keyring, the unlock agent, or nowhere (with the reason); nil before any.
+    public var unlockSharing: SharedUnlock? { withMutex { sharing } }
+
     /// The unlock cache of this file, when it has an identity (format 2, or a version 1 file once unlocked).
     var keyring: KeyringCache? {
         header.fileID.map { KeyringCache(file: FileIdentity(device: device, inode: inode, fileID: $0)) }
@@ -222,7 +228,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         try engineErrors {
             try withMutexWaitingOutside {
                 try updateHeader { $0.settings = settings }
-                if let keys, sharesKeys { try share(keys, at: unlockedAt ?? clock()) }
+                if let keys, sharesKeys { sharing = try share(keys, at: unlockedAt ?? clock()) }
             }
         }
     }
@@ -244,24 +250,33 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
     }
 
-    /// Makes `keys` this process's keys and, when `shared`, shares them through the keyring.
+    /// Makes `keys` this process's keys and, when `shared`, shares them through the unlock cache (the kernel keyring,
+    /// else the unlock agent).
     ///
+    /// Where the keys were kept for later processes is recorded in `sharing` (``SharedUnlock/notShared`` when not
+    /// `shared`).
     /// - Throws: `errSecQuotaExceeded` when they could not be shared (they are installed here all the same).
     func install(_ keys: KeySet, at date: Date, share shared: Bool = true) throws {
         rowCache.removeAll()
         self.keys = keys
         self.unlockedAt = date
         sharesKeys = shared
-        if shared { try share(keys, at: date) }
+        sharing = .notShared
+        if shared { sharing = try share(keys, at: date) }
     }
 
-    func share(_ keys: KeySet, at date: Date) throws {
-        guard let keyring else { return }
+    /// Stores `keys` in the unlock cache; the result is the weaker of the full and after-first-unlock entries'.
+    @discardableResult
+    func share(_ keys: KeySet, at date: Date) throws -> SharedUnlock {
+        guard let keyring else { return .thisProcessOnly(reason: "the keychain has no identity to share its keys under (unlock it once to upgrade it)") }
+        var full: UnlockPersistence?
         if keys.lockState == .unlocked {
             let remaining = header.settings.lockAfterTimeout.map { max(1, $0 - clock().timeIntervalSince(date)) }
-            try keyring.store(keys, unlockedAt: date, timeout: remaining, full: true)
+            full = try keyring.store(keys, unlockedAt: date, timeout: remaining, full: true)
         }
-        try keyring.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
+        let afterFirstUnlock = try keyring.store(keys.afterFirstUnlock, unlockedAt: date, timeout: nil, full: false)
+        let weaker = (full?.persists == false) ? full! : afterFirstUnlock
+        return SharedUnlock(weaker)
     }
 
     /// Takes keys from the keyring cache when they belong to this file: better ones than those held now.

@@ -12,6 +12,34 @@ import KeychainSealing
 // from: a changed header means deriving again, from the new one.
 
 extension KeychainFile {
+    /// Where an unlock's keys are kept for this user's later processes (``KeychainFile/unlockSharing``).
+    public enum SharedUnlock: Sendable, Equatable {
+        /// The Linux kernel user keyring.
+        case kernelKeyring
+        /// This user's unlock agent (`keystone agent`), listening at `socket`: the kernel keyring is refused here.
+        case agent(socket: String)
+        /// Not shared, by design: keys a Secure Enclave unsealed stay in the process that unsealed them.
+        case notShared
+        /// Nowhere: later processes will find the keychain locked, for `reason` (which never holds a secret).
+        case thisProcessOnly(reason: String)
+
+        /// Whether later processes of this user will find the keychain unlocked.
+        public var persists: Bool {
+            switch self {
+            case .kernelKeyring, .agent: return true
+            case .notShared, .thisProcessOnly: return false
+            }
+        }
+
+        init(_ persistence: UnlockPersistence) {
+            switch persistence {
+            case .kernelKeyring: self = .kernelKeyring
+            case .agent(let socket): self = .agent(socket: socket)
+            case .thisProcessOnly(let reason): self = .thisProcessOnly(reason: reason)
+            }
+        }
+    }
+
     /// Hooks a test sets (under the mutex) to observe or hold an operation at a point where it holds no lock.
     /// Test-only in spirit: production code never sets them, and they are not public.
     struct TestHooks {
@@ -67,6 +95,10 @@ extension KeychainFile {
     ///   `errSecInvalidKeychain` when the header is damaged; `errSecQuotaExceeded` when the keys could not be
     ///   cached for other processes: the keychain is then unlocked in this process only; `errSecNotAvailable` when
     ///   the file stayed busy longer than ``busyTimeout``, or its password kept changing meanwhile.
+    ///
+    /// Where the keys were kept for later processes (the kernel keyring, else the unlock agent when one answers,
+    /// else nowhere: later processes then find the keychain locked, which is not an error here) is in
+    /// ``unlockSharing`` afterwards.
     public func unlock(password: String) throws {
         try engineErrors {
             try deriveOutsideMutex("unlocking it") { header -> (SymmetricKey, PasswordProtector?) in
@@ -116,7 +148,8 @@ extension KeychainFile {
         }
     }
 
-    /// Locks: discards every key here, removes the keyring cache and tells other open instances.
+    /// Locks: discards every key here, removes the unlock cache's entries (the kernel keyring's, the unlock agent's)
+    /// and tells other open instances.
     ///
     /// The keys are gone when this returns. Telling other instances writes the file: when another process holds
     /// its lock, that write waits (with no lock of this instance held) up to ``busyTimeout``, and is given up with a
@@ -125,6 +158,7 @@ extension KeychainFile {
         withMutex {
             keys = nil
             unlockedAt = nil
+            sharing = nil
             rowCache.removeAll()
             keyring?.remove()
         }

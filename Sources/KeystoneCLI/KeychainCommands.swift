@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KeychainEngine
 import KeychainFile
+import KeychainSealing
 #if !canImport(Darwin)
 import KeychainSecretService
 #endif
@@ -43,10 +44,26 @@ struct CreateKeychain: ParsableCommand {
     var password: String?
     @Flag(name: .customShort("P"), help: "Prompt for the password (with --tpm: for a recovery password).") var prompt = false
     @Flag(name: .customLong("prompt-password"), help: .hidden) var promptPassword = false
+    @Option(name: .customLong("password-file"), parsing: .unconditional,
+            help: "Read the password from the first line of FILE ('-': one line of standard input).") var passwordFile: String?
     @Flag(name: .customLong("tpm"), help: "Seal the keychain to this machine's TPM: no password here, unusable anywhere else.") var tpm = false
     @Argument(help: "Keychain names or paths.") var keychains: [String]
 
+    /// The password -p or --password-file gives; nil when neither does (it is then prompted for or read).
+    private var givenPassword: String?
+
     mutating func run() throws {
+        if passwordFile != nil && (password != nil || prompt || promptPassword) {
+            throw UsageFailure(message: "keystone: create-keychain: --password-file cannot be combined with -p or -P: give the password one way")
+        }
+        if let passwordFile {
+            givenPassword = try passwordFromFile(passwordFile)
+        } else if password != nil && !prompt && !promptPassword {
+            givenPassword = password
+        }
+        // Where the kernel keyring is refused, the unlock agent keeps the new keychain unlocked for later
+        // commands, as macOS leaves a created keychain unlocked.
+        let cacheProblem = (tpm || keychains.allSatisfy(KeychainSpec.isEtcd)) ? nil : UnlockCache.prepare()
         for argument in keychains {
             if KeychainSpec.isEtcd(argument) {
                 try createEtcd(argument)
@@ -57,8 +74,12 @@ struct CreateKeychain: ParsableCommand {
             if tpm {
                 try createSealed(at: path)
             } else {
-                let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
-                _ = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
+                let secret = try givenPassword ?? readSecret(prompt: "password for new keychain: ", option: "-p")
+                let file = try call("SecKeychainCreate \(path)") { try KeychainFile.create(at: path, password: secret) }
+                if case .thisProcessOnly(let reason)? = file.unlockSharing, !file.isEmptyPassword {
+                    // Decision: creating succeeded, so this exits 0; the note says the keychain is locked for later commands.
+                    writeErr("keystone: note: \(path) was created, but later commands will find it locked: \(cacheProblem ?? reason). \(UnlockCache.fix(cacheProblem ?? reason))\n")
+                }
             }
             let list = ToolConfig.read("search-list")
             if !list.contains(path) { ToolConfig.updateSearchList((list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [path]) }
@@ -75,7 +96,7 @@ struct CreateKeychain: ParsableCommand {
         }
         #if NIO && !canImport(Darwin)
         let configuration = try etcdConfiguration(spec, function: function)
-        let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password for new keychain: ", option: "-p")
+        let secret = try givenPassword ?? readSecret(prompt: "password for new keychain: ", option: "-p")
         _ = try call(function) { try EtcdKeychain.create(configuration, password: secret) }
         let list = ToolConfig.read("search-list")
         if !list.contains(spec) { ToolConfig.updateSearchList((list.isEmpty ? [ToolConfig.defaultKeychain] : list) + [spec]) }
@@ -101,7 +122,7 @@ struct CreateKeychain: ParsableCommand {
             throw ToolFailure(function: function, status: Status.duplicateKeychain, reason: "a keychain already exists at \(path)")
         }
         // A recovery password to prompt for (-P, or -p last) is asked for after the warning.
-        let recovery: String? = (password != nil && !prompt && !promptPassword) ? password : nil
+        let recovery: String? = givenPassword
         let asksRecovery = recovery != nil || prompt || promptPassword
         writeErr("""
             keystone: WARNING: \(path) will be sealed to this machine's TPM (\(token.name)). Losing or clearing the TPM \
@@ -177,11 +198,27 @@ struct UnlockKeychain: ParsableCommand {
     var password: String?
     @Flag(name: .customShort("u"), help: "Prompt for the password.") var prompt = false
     @Flag(name: .customLong("prompt-password"), help: .hidden) var promptPassword = false
+    @Option(name: .customLong("password-file"), parsing: .unconditional,
+            help: "Read the password from the first line of FILE ('-': one line of standard input).") var passwordFile: String?
     @Flag(name: .customLong("tpm"), help: "An etcd keychain: unlock with this machine's TPM, without the password (after `keystone enroll-machine`).") var tpm = false
     @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
+    /// The password -p or --password-file gives; nil when neither does (it is then prompted for or read).
+    private var givenPassword: String?
+
     mutating func run() throws {
+        if passwordFile != nil && (password != nil || prompt || promptPassword) {
+            throw UsageFailure(message: "keystone: unlock-keychain: --password-file cannot be combined with -p or -u: give the password one way")
+        }
         let path = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
+        if let passwordFile {
+            if tpm || KeychainSpec.isSecretService(path) {
+                throw UsageFailure(message: "keystone: unlock-keychain: --password-file gives a keychain password; \(tpm ? "--tpm unlocks without one" : "the Secret Service asks for its own")")
+            }
+            givenPassword = try passwordFromFile(passwordFile)
+        } else if password != nil && !prompt && !promptPassword {
+            givenPassword = password
+        }
         if tpm {
             guard KeychainSpec.isEtcd(path), password == nil, !prompt, !promptPassword else {
                 throw UsageFailure(message: "keystone: unlock-keychain: --tpm unlocks an etcd keychain with this machine's TPM, without a password (a keychain file sealed to the TPM unlocks without --tpm)")
@@ -191,7 +228,9 @@ struct UnlockKeychain: ParsableCommand {
             guard let token = toolSecureEnclave else {
                 throw ToolFailure(function: "SecKeychainUnlock \(path)", status: Status.notAvailable, reason: "this build or machine has no TPM to unlock with (KEYSTONE_TPM_TCTI, /dev/tpmrm0)")
             }
+            let cacheProblem = UnlockCache.prepare()
             try call("SecKeychainUnlock \(path)") { try keychain.unlock(with: token) }
+            try UnlockCache.refuse(cacheProblem, function: "SecKeychainUnlock \(path)")
             #else
             throw etcdUnsupported(path, function: "SecKeychainUnlock")
             #endif
@@ -215,8 +254,12 @@ struct UnlockKeychain: ParsableCommand {
         if KeychainSpec.isEtcd(path) {
             #if NIO && !canImport(Darwin)
             let keychain = try openEtcd(path, function: "SecKeychainUnlock")
-            let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
+            let secret = try givenPassword ?? readSecret(prompt: "password to unlock \(path): ", option: "-p")
+            let cacheProblem = UnlockCache.prepare()
             try call("SecKeychainUnlock \(path)") { try keychain.unlock(password: secret) }
+            // Decision: an etcd keychain's unlock is not read back (its cache entries are the etcd library's); the
+            // command fails when neither the kernel keyring nor an agent could have kept them.
+            try UnlockCache.refuse(cacheProblem, function: "SecKeychainUnlock \(path)")
             #else
             throw etcdUnsupported(path, function: "SecKeychainUnlock")
             #endif
@@ -227,20 +270,24 @@ struct UnlockKeychain: ParsableCommand {
             try unlockSealed(file, path: path)
             return
         }
-        let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "password to unlock \(path): ", option: "-p")
+        let secret = try givenPassword ?? readSecret(prompt: "password to unlock \(path): ", option: "-p")
+        let cacheProblem = UnlockCache.prepare()
         try call("SecKeychainUnlock \(path)") { try file.unlock(password: secret) }
+        try UnlockCache.confirm(file, path: path, preparation: cacheProblem)
     }
 
     /// A keychain sealed to the TPM: unlocked by the TPM, no password asked; with -p (or -u), by its recovery
     /// password (which also serves later commands, through the kernel keyring, where the TPM cannot open it).
     private func unlockSealed(_ file: KeychainFile, path: String) throws {
-        let givesPassword = password != nil || prompt || promptPassword
+        let givesPassword = givenPassword != nil || prompt || promptPassword
         if givesPassword {
             guard file.hasPassword else {
                 throw UsageFailure(message: "keystone: unlock-keychain: \(path) is sealed to this machine's TPM and has no password: run `keystone unlock-keychain \(path)` without -p.")
             }
-            let secret = (password != nil && !prompt && !promptPassword) ? password! : try readSecret(prompt: "recovery password to unlock \(path): ", option: "-p")
+            let secret = try givenPassword ?? readSecret(prompt: "recovery password to unlock \(path): ", option: "-p")
+            let cacheProblem = UnlockCache.prepare()
             try call("SecKeychainUnlock \(path)") { try file.unlock(password: secret) }
+            try UnlockCache.confirm(file, path: path, preparation: cacheProblem)
             return
         }
         do {

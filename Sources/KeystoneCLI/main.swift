@@ -35,7 +35,7 @@ struct KeystoneTool: ParsableCommand {
             SetKeychainPassword.self, ShowKeychainInfo.self, ListKeychains.self, DefaultKeychain.self, DumpKeychain.self,
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
-            Doctor.self, Seal.self, Unseal.self,
+            Doctor.self, Seal.self, Unseal.self, Agent.self,
             CredentialHelper.self,
         ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs)
 }

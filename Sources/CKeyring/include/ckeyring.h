@@ -17,4 +17,5 @@ long ckeyring_read(int32_t key, void *buffer, size_t capacity);
 int ckeyring_set_timeout(int32_t key, unsigned seconds);
 /// Revokes the key and unlinks it from the user keyring.
 int ckeyring_remove(int32_t key);
+#include "ckagent.h"
 #endif
