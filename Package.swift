@@ -45,6 +45,7 @@ let package = Package(
         .library(name: "SystemAuthentication", targets: ["SystemAuthentication"]),     // libpam, GIO (LAContext on PAM, fprintd)
         .library(name: "KeychainEtcd", targets: ["KeychainEtcd"]),                     // the NIO trait: AsyncHTTPClient
         .library(name: "KeychainPKCS12", targets: ["KeychainPKCS12"]),                 // the NIO trait: swift-nio-ssl
+        .library(name: "KeystoneConfiguration", targets: ["KeystoneConfiguration"]),   // the NIO trait: swift-configuration, swift-service-lifecycle
         .library(name: "KeystoneTesting", targets: ["KeystoneTesting"]),
         // SPKI certificate pinning (URLSession on Apple platforms, swift-nio-ssl on Linux): apart, so keychain-only users build no networking code.
         .library(name: "KeystonePinning", targets: ["KeystonePinning"]),
@@ -83,6 +84,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         // The etcd storage's HTTP client (etcd's v3 JSON gateway), with TLS and connection pooling.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // KeystoneConfiguration (the NIO trait only): swift-configuration's provider and swift-service-lifecycle's service.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
@@ -214,6 +218,28 @@ let package = Package(
         // Files protected at rest: Data Protection on Apple platforms, sealed under keychain keys elsewhere.
         .target(name: "KeystoneProtectedFiles", dependencies: [
             "Keystone", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
+        // A swift-configuration provider over any Keystone keychain, and a swift-service-lifecycle service that unlocks it.
+        // Its sources are under `#if NIO`: without the trait the module is empty (and resolves neither package).
+        .target(name: "KeystoneConfiguration", dependencies: [
+            "Keystone", "KeychainEngine",
+            .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+            .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "Configuration", package: "swift-configuration", condition: .when(traits: ["NIO"])),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["NIO"])),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: settings),
+        .testTarget(name: "KeystoneConfigurationTests", dependencies: [
+            "KeystoneConfiguration", "Keystone", "KeychainEngine", "KeychainServices", "KeystoneTesting",
+            "EtcdCluster", "SecretServiceDaemon",
+            .target(name: "KeychainFile", condition: .when(platforms: linuxOnly)),
+            .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "Configuration", package: "swift-configuration", condition: .when(traits: ["NIO"])),
+            .product(name: "ConfigurationTesting", package: "swift-configuration", condition: .when(traits: ["NIO"])),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["NIO"])),
+            .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: settings),
         // Test doubles that follow the keychain's rules.
         // KeychainServices: LocalAuthentication's names (LAContext, LAError) for ScriptedBiometricContext.

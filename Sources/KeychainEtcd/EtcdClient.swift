@@ -136,7 +136,7 @@ package final class EtcdClient: Sendable {
     package let configuration: EtcdConfiguration
 
     private let group: MultiThreadedEventLoopGroup
-    private let http: HTTPClient
+    let http: HTTPClient  // internal: the watch stream (EtcdWatch.swift) uses the same connections and TLS
     private let state = Locked(State())
     private let perRequestTimeout: TimeInterval
 
@@ -459,7 +459,7 @@ package final class EtcdClient: Sendable {
     }
 
     /// The cached token, or a new one from `/v3/auth/authenticate`.
-    private func token(deadline: NIODeadline) throws -> String {
+    func token(deadline: NIODeadline) throws -> String {
         if let token = state.withLock({ $0.token }) { return token }
         guard let user = configuration.user, let password = configuration.password else { return "" }
         let remaining = Double((deadline - NIODeadline.now()).nanoseconds) / 1e9
