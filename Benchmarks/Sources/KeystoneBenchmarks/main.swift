@@ -12,6 +12,8 @@ import KeychainEngine
 // against raw ESAPI and tpm2_sign on a private swtpm (TPMBenchmarks.swift).
 // `keystone-benchmarks etcd [--operations N] [--rounds R] [--items M] [--profile]`: SecItem calls on an etcd keychain
 // against raw EtcdClient puts and ranges on a private 3-member cluster (EtcdBenchmarks.swift).
+// `keystone-benchmarks never-hang [--backends secret-service,etcd,tpm,file] [--calls N] [--callers 1,4] [--seed S]`:
+// calls against each backend while its daemon is stopped, killed and restarted at random (NeverHangBenchmarks.swift).
 
 if runFileChild(CommandLine.arguments) { exit(0) }
 if CommandLine.arguments.dropFirst().first == "files" { exit(runProtectedFileBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
@@ -28,6 +30,7 @@ if CommandLine.arguments.dropFirst().first == "secret-service" {
     guard let options = SecretServiceBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runSecretServiceBenchmarks(options))
 }
+if CommandLine.arguments.dropFirst().first == "never-hang" { exit(NeverHangBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runNeverHangBenchmarks) ?? 2) }
 if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
