@@ -122,6 +122,11 @@ final class AgentServer {
             }
         }
         signal(SIGPIPE, SIG_IGN)
+        // A starter may have blocked them (a test runner, a shell's job control): the agent must hear them.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        for signalNumber in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stopSignals, signalNumber) }
+        pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         return .listening
     }
 
