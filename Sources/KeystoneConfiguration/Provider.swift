@@ -51,6 +51,8 @@ public final class KeystoneConfigProvider: Sendable {
     let logger: Logger
     private let name: String?
     private let state: Locked<State>
+    /// Names this provider's engine hook (``DamageCounter``).
+    private let id = UUID()
 
     private struct ValueWatcher {
         let key: AbsoluteConfigKey
@@ -120,6 +122,7 @@ public final class KeystoneConfigProvider: Sendable {
         self.changes = changes
         self.name = name
         self.logger = logger ?? Logger(label: "keystone.configuration")
+        if let engine { DamageCounter.install(on: engine, owner: id) }
         let providerName = "KeystoneConfigProvider[\(name ?? keychainName)]"
         self.state = Locked(State(snapshot: KeystoneConfigSnapshot(
             providerName: providerName, table: .empty,
@@ -232,47 +235,38 @@ public final class KeystoneConfigProvider: Sendable {
 
     /// The generic passwords of the mapping's services (blocking).
     ///
-    /// Decision: one query per service (limit All, data and attributes). When it fails with a damaged item, the
-    /// service's items are read one by one, so one damaged item fails its own key only.
+    /// Decision: one query per service (limit All, data and attributes), as an app's own search would be. The engine
+    /// leaves damaged rows out of such a search (Apple's rule) and reports how many to its hooks: the provider counts
+    /// them per service (``DamageCounter``, on this thread only), and a key missing from a service with damaged rows is
+    /// `.damaged`, not nil: its item may be one of them (a damaged row's account cannot be read), and falling through
+    /// to another provider's default would hide the damage.
     func readTable() throws -> SecretTable {
         var builder = SecretTable.Builder()
+        let counter = engine == nil ? nil : DamageCounter.begin(owner: id)
+        defer { if counter != nil { DamageCounter.end() } }
         for service in mapping.services {
             let query: KeychainQuery = [
                 Key.class: .string(ItemClass.genericPassword.rawValue), Key.service: .string(service),
                 Key.matchLimit: .string(Key.matchLimitAll), Key.returnData: .bool(true), Key.returnAttributes: .bool(true),
             ]
+            counter?.reset()
             let result: ItemResult?
             do {
                 result = try keychain.store.copyMatching(query)
             } catch where Self.status(of: error) == Status.itemNotFound {
-                continue
-            } catch where [Status.decode, Status.invalidItemRef].contains(Self.status(of: error)) {
-                try readOneByOne(service: service, into: &builder)
+                result = nil
+            } catch where Self.status(of: error) == Status.decode {
+                // Only damaged rows matched.
+                builder.addDamagedRows(service: service, count: max(1, counter?.count ?? 1))
                 continue
             }
+            if let damaged = counter?.count, damaged > 0 { builder.addDamagedRows(service: service, count: damaged) }
             for element in result?.array ?? [result].compactMap({ $0 }) {
                 guard let attributes = element.attributes, let account = attributes[Key.account]?.textValue else { continue }
                 builder.add(KeychainItemName(service: service, account: account), bytes: attributes[Key.valueData]?.dataValue ?? Data())
             }
         }
         return builder.build()
-    }
-
-    private func readOneByOne(service: String, into builder: inout SecretTable.Builder) throws {
-        let listing = try keychain.store.copyMatching([
-            Key.class: .string(ItemClass.genericPassword.rawValue), Key.service: .string(service),
-            Key.matchLimit: .string(Key.matchLimitAll), Key.returnAttributes: .bool(true),
-        ])
-        for element in listing?.array ?? [] {
-            guard let account = element.attributes?[Key.account]?.textValue else { continue }
-            let name = KeychainItemName(service: service, account: account)
-            do {
-                let data = try keychain.store.copyMatching(Self.itemQuery(name))?.data ?? Data()
-                builder.add(name, bytes: data)
-            } catch where [Status.decode, Status.invalidItemRef].contains(Self.status(of: error)) {
-                builder.addDamaged(name, KeystoneConfigurationError.classify(error, keychain: keychainName, key: account, while: "reading \(name)"))
-            }
-        }
     }
 
     static func itemQuery(_ name: KeychainItemName) -> KeychainQuery {

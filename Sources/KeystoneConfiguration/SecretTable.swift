@@ -17,14 +17,18 @@ final class SecretTable: Sendable {
     let arena: [UInt8]
     let index: [String: [String: Entry]]
     let damaged: [KeychainItemName: KeystoneConfigurationError]
+    /// Per service, how many of its rows the keychain left out as damaged (their accounts cannot be read).
+    let damagedRows: [String: Int]
 
     /// How many items (damaged ones included).
     var count: Int { index.values.reduce(0) { $0 + $1.count } }
 
-    init(arena: [UInt8], index: [String: [String: Entry]], damaged: [KeychainItemName: KeystoneConfigurationError]) {
+    init(arena: [UInt8], index: [String: [String: Entry]], damaged: [KeychainItemName: KeystoneConfigurationError],
+         damagedRows: [String: Int] = [:]) {
         self.arena = arena
         self.index = index
         self.damaged = damaged
+        self.damagedRows = damagedRows
     }
 
     static let empty = SecretTable(arena: [], index: [:], damaged: [:])
@@ -45,7 +49,7 @@ final class SecretTable: Sendable {
     /// Whether both tables hold the same items with the same bytes.
     func hasSameContents(as other: SecretTable) -> Bool {
         if self === other { return true }
-        guard index.count == other.index.count, damaged == other.damaged else { return false }
+        guard index.count == other.index.count, damaged == other.damaged, damagedRows == other.damagedRows else { return false }
         for (service, accounts) in index {
             guard let others = other.index[service], others.count == accounts.count else { return false }
             for (account, entry) in accounts {
@@ -67,6 +71,9 @@ final class SecretTable: Sendable {
         var arena: [UInt8] = []
         var index: [String: [String: Entry]] = [:]
         var damaged: [KeychainItemName: KeystoneConfigurationError] = [:]
+        var damagedRows: [String: Int] = [:]
+
+        mutating func addDamagedRows(service: String, count: Int) { damagedRows[service, default: 0] += count }
 
         mutating func add(_ name: KeychainItemName, bytes: Data) {
             let offset = UInt32(truncatingIfNeeded: arena.count)
@@ -86,7 +93,7 @@ final class SecretTable: Sendable {
                 _ = buffer.initialize(from: source)
                 count = source.count
             }
-            return SecretTable(arena: exact, index: index, damaged: damaged)
+            return SecretTable(arena: exact, index: index, damaged: damaged, damagedRows: damagedRows)
         }
     }
 }
@@ -113,6 +120,11 @@ public struct KeystoneConfigSnapshot: ConfigSnapshot {
         if let failure { throw failure.about(key: name.account) }
         switch table.lookup(name) {
         case .missing:
+            if let rows = table.damagedRows[name.service], rows > 0 {
+                throw KeystoneConfigurationError(
+                    .damaged, keychain: keychainName, key: name.account, status: -26275,
+                    message: "the keychain \(keychainName) has \(rows) damaged item(s) of service \(name.service), which may hold \(name.account) (a damaged item's account cannot be read): store the value again (`keystone add-generic-password -U …`) and remove the damaged items (`keystone doctor` lists them)")
+            }
             return LookupResult(encodedKey: name.account, value: nil)
         case .damaged(let error):
             throw error.about(key: name.account)
