@@ -121,7 +121,8 @@ enum ToolConfig {
         do {
             try SettingsFiles.store("search-list", lines, in: directory)
         } catch {
-            SettingsFiles.warn("the search list was not updated: \(error.reason)")
+            // A daemon's user has no home to keep settings in: the keychain still works by name (KEYSTONE_KEYCHAIN_DIR).
+            SettingsFiles.warn("the search list was not updated: \(error.reason) (the keychain works all the same when named; set XDG_CONFIG_HOME to a directory this user can write to keep settings)")
         }
     }
 
