@@ -60,8 +60,10 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 /// Across processes, unlocked keys are cached in the Linux kernel user keyring under the file's identity
 /// (device, inode and a random id in the header), checked against the header before use and expiring with the
 /// timeout or after 12 hours; ``lock()`` removes them and bumps a lock epoch stored in the file, which every
-/// other open instance notices at its next operation, as it notices a later unlock. Where the keyring is not
-/// available (some containers forbid `keyctl`), each process must unlock on its own.
+/// other open instance notices at its next operation, as it notices a later unlock. Where the keyring is refused
+/// (Docker's default seccomp profile forbids `keyctl`), the same entries go to this user's unlock agent
+/// (`keystone agent`) when one answers, and are read from it; ``unlockSharing`` says where an unlock's keys were
+/// kept. With neither, each process must unlock on its own.
 ///
 /// Threads and other processes: an instance can be shared between threads, and nothing slow runs under its lock.
 /// Key derivation (scrypt, the TPM) runs with no lock held (`Unlocking.swift`); ``lockState`` runs no SQL under it
@@ -70,7 +72,8 @@ public struct KeychainSettings: Sendable, Hashable, Codable {
 ///
 /// - Important: The file protects secrets at rest against whoever can read the file but does not know the
 ///   password. It does not protect against code running as the same user while the keychain is unlocked
-///   (it can read the kernel keyring cache and this process's memory), nor against a weak password: with an
+///   (it can read the kernel keyring cache, ask the unlock agent, and read this process's memory), nor against a
+///   weak password: with an
 ///   empty password the file is protected only by its permissions (0600 in a 0700 directory), which is why a
 ///   file owned by another user or open to group or others is refused (`errSecWrPerm`). A file sealed to the TPM
 ///   is protected against whoever takes it off the machine; on the machine, code running as a user who may use the

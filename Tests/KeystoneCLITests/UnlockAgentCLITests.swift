@@ -279,6 +279,13 @@ struct UnlockAgentCLITests {
         // Continued, the agent serves again.
         #expect(kill(pid, SIGCONT) == 0)
         #expect(try box.run("find-generic-password", "-s", "svc", "-w", "k.keychain-db").stdout == "v\n")
+        // Stopped again, unlock-keychain replaces it (each of the two waits is bounded by the deadline).
+        #expect(kill(pid, SIGSTOP) == 0)
+        let (unlock, unlockKilled) = try launchGuarded(helper, [keystone, "unlock-keychain", "-p", "pw", "k.keychain-db"],
+                                                       environment: box.environment, limit: 60)
+        #expect(!unlockKilled && unlock.status == 0, "\(unlock.stderr)")
+        #expect(box.agentPIDs.contains { $0 != pid })
+        #expect(try box.run("find-generic-password", "-s", "svc", "-w", "k.keychain-db").stdout == "v\n")
     }
 
     @Test("the agent never prints or logs what it holds, even at trace level; it wipes and removes its socket on SIGTERM")
