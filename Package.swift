@@ -87,6 +87,8 @@ let package = Package(
         // KeystoneConfiguration (the NIO trait only): swift-configuration's provider and swift-service-lifecycle's service.
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Examples/ConfigServer only (the NIO trait): the example server's HTTP framework.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // The keychain as a database: Apple's SecItem rules over a storage protocol. Pure Swift, every platform.
@@ -311,6 +313,24 @@ let package = Package(
             .target(name: "KeychainPKCS12", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], swiftSettings: settings),
 
+        // Examples/ConfigServer: a Hummingbird server whose database password and API token come from a Keystone keychain
+        // through swift-configuration, following rotations (issue 28). Without the NIO trait it only says so.
+        .executableTarget(name: "ConfigServer", dependencies: [
+            "KeychainEngine",
+            .target(name: "KeystoneConfiguration", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .target(name: "KeychainServices", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "Hummingbird", package: "hummingbird", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "Configuration", package: "swift-configuration", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Examples/ConfigServer/Sources", swiftSettings: settings),
+        // The ConfigServer example against real components: a 3-member etcd cluster, the keystone CLI and two replicas of the
+        // built binary (rotation without restart, 0 failed requests); its systemd unit (systemd-analyze verify) and Dockerfile.
+        .testTarget(name: "ConfigServerTests", dependencies: [
+            "EtcdCluster", .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: settings),
         // A child process for the keychain file's crash and multi-process tests.
         .executableTarget(name: "KeychainFileStress", dependencies: ["KeychainEngine", "KeychainFile"], path: "Tests/KeychainFileStress", swiftSettings: settings),
         // Runs a command with keyctl/add_key/request_key refused (EPERM), as Docker's default seccomp profile does.

@@ -33,12 +33,15 @@ struct ServerOptions: Sendable, Equatable {
     /// How long, in seconds, a replica still accepts the previous API token after it saw a rotation
     /// (`--token-grace-seconds`, default 30; 0: the previous token is refused at once).
     var tokenGraceSeconds: Int?
+    /// Whether graceful shutdown locks the keychain (default); `--no-lock-at-shutdown` only discards the values, for
+    /// replicas that share a machine and a user (Keystone's lock drops that user's unlock cache on the machine).
+    var lockAtShutdown = true
 
     static let usage = """
         usage: ConfigServer --keychain etcd://HOST:PORT[,HOST:PORT…]/NAME | --keychain PATH
                             [--password-file PATH | --password-credential NAME | --password-stdin]
                             [--host 127.0.0.1] [--port 8080] [--service com.example.config-server]
-                            [--token-grace-seconds 30]
+                            [--token-grace-seconds 30] [--no-lock-at-shutdown]
 
         Serves GET /token-check (Authorization: Bearer TOKEN: 200 when TOKEN is the API token, 401 otherwise),
         GET /db (a fingerprint proving the server holds the database password) and GET /healthz. The secrets are the
@@ -84,6 +87,7 @@ struct ServerOptions: Sendable, Equatable {
             case "--keychain": options.keychain = try value(argument)
             case "--service": options.service = try value(argument)
             case "--token-grace-seconds": options.tokenGraceSeconds = try number(argument, 0...86_400)
+            case "--no-lock-at-shutdown": options.lockAtShutdown = false
             case "--password-file": try setPassword(.file(try value(argument)), argument)
             case "--password-credential": try setPassword(.systemdCredential(try value(argument)), argument)
             case "--password-stdin": try setPassword(.standardInput, argument)
