@@ -327,6 +327,10 @@ struct EnvironmentMatrixTests {
                                            "KEYSTONE_PASSWORD_FILE": try box.file("secret", "c-pw\n")])
         // A UTF-8 name that is not ASCII works under LANG=C.
         try cliRoundTrip(cell, keystone: keystone, environment: environment, keychain: "clé-\u{00E9}t\u{00E9}.keychain-db")
+        // Keychain() with a keychain directory whose UTF-8 name is not ASCII.
+        var utf8Directory = environment
+        utf8Directory["KEYSTONE_KEYCHAIN_DIR"] = try box.directory("r\u{00E9}pertoire")
+        try libraryRoundTrip(cell, probe: probe, environment: utf8Directory)
         func shell(_ script: String) throws -> CellRun {
             try cellRun(["/bin/sh", "-c", script, "sh", keystone, probe], environment: environment)
         }
