@@ -53,6 +53,8 @@ struct ks_tpm {
     pthread_mutex_t op_lock;
     /// The registry of open handles (see `exit_flush`).
     struct ks_tpm *prev, *next;
+    /// The TCTI configuration it was opened with ("" for tctildr's default): whose orphans it may reclaim.
+    char tcti_conf[256];
 };
 
 // MARK: - Errors
@@ -238,9 +240,114 @@ static void registry_remove(ks_tpm *tpm) {
     pthread_mutex_unlock(&registry_lock);
 }
 
-// MARK: - Open and close
+// MARK: - Objects a handle left behind
+
+// A handle whose command timed out (or whose connection broke) cannot flush what it loaded: its ESAPI context is in
+// the middle of a command. On a TPM without a resource manager (swtpm, /dev/tpm0) those objects keep two or three of
+// its few object slots until it restarts, and every later handle would fail with TPM_RC_OBJECT_MEMORY. So the
+// closing handle records them (TPM handle and name, read from ESAPI's metadata without a command), and a later
+// handle on the same TCTI that runs out of object slots flushes each one whose TPM handle still holds an object of
+// that exact name (TPM2_ReadPublic): the same key, never another client's object that took the handle since (the
+// TPM restarted meanwhile, or someone flushed it). /dev/tpmrm0 flushes a closed connection's objects itself; there
+// the reclaim finds nothing. An object the timed-out command itself was loading is not known, and stays.
+#define KS_TPM_MAX_ORPHANS 32
+
+typedef struct {
+    char tcti_conf[256];
+    TPM2_HANDLE handle;
+    TPM2B_NAME name;
+} orphan;
+
+static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+static orphan orphans[KS_TPM_MAX_ORPHANS];
+static int orphan_count = 0;
+
+/// Records one object of `tpm` as an orphan (ESAPI metadata only: nothing is sent).
+static void remember_orphan(ks_tpm *tpm, ESYS_TR object) {
+    if (object == ESYS_TR_NONE) return;
+    TPM2_HANDLE handle = 0;
+    TPM2B_NAME *name = NULL;
+    if (Esys_TR_GetTpmHandle(tpm->esys, object, &handle) != TSS2_RC_SUCCESS ||
+        Esys_TR_GetName(tpm->esys, object, &name) != TSS2_RC_SUCCESS || !name) {
+        Esys_Free(name);
+        return;
+    }
+    pthread_mutex_lock(&orphans_lock);
+    if (orphan_count < KS_TPM_MAX_ORPHANS) {
+        orphan *entry = &orphans[orphan_count++];
+        snprintf(entry->tcti_conf, sizeof entry->tcti_conf, "%s", tpm->tcti_conf);
+        entry->handle = handle;
+        entry->name = *name;
+    }
+    pthread_mutex_unlock(&orphans_lock);
+    Esys_Free(name);
+}
+
+/// Records what a handle that timed out or lost its connection still holds.
+static void remember_orphans(ks_tpm *tpm) {
+    remember_orphan(tpm, tpm->primary);
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) remember_orphan(tpm, tpm->cache[i].handle);
+}
 
 static void forget_handle(ks_tpm *tpm, ESYS_TR *handle);
+static void cache_clear(ks_tpm *tpm);
+
+/// Flushes the orphans of this handle's TCTI that are still loaded (see above); returns how many were flushed.
+/// Orphans the TPM reported gone or replaced are dropped; those it did not answer about are kept for later.
+static int reclaim_orphans(ks_tpm *tpm) {
+    orphan mine[KS_TPM_MAX_ORPHANS];
+    int count = 0;
+    pthread_mutex_lock(&orphans_lock);
+    for (int i = 0; i < orphan_count;) {
+        if (strcmp(orphans[i].tcti_conf, tpm->tcti_conf) == 0) {
+            mine[count++] = orphans[i];
+            orphans[i] = orphans[--orphan_count];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&orphans_lock);
+    int flushed = 0;
+    for (int i = 0; i < count; i++) {
+        if (!usable(tpm)) {
+            // The TPM stopped answering: keep the rest for a later handle.
+            pthread_mutex_lock(&orphans_lock);
+            if (orphan_count < KS_TPM_MAX_ORPHANS) orphans[orphan_count++] = mine[i];
+            pthread_mutex_unlock(&orphans_lock);
+            continue;
+        }
+        ESYS_TR object = ESYS_TR_NONE;
+        TSS2_RC rc;
+        TPM_COMMAND(tpm, rc,
+                    Esys_TR_FromTPMPublic_Async(tpm->esys, mine[i].handle, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE),
+                    Esys_TR_FromTPMPublic_Finish(tpm->esys, &object));
+        if (rc != TSS2_RC_SUCCESS) {
+            if (is_connection_failure(rc)) tpm->lost = 1;
+            continue;  // gone (or the TPM stopped answering: then the loop keeps the rest)
+        }
+        TPM2B_NAME *name = NULL;
+        int same = Esys_TR_GetName(tpm->esys, object, &name) == TSS2_RC_SUCCESS && name &&
+                   name->size == mine[i].name.size && memcmp(name->name, mine[i].name.name, name->size) == 0;
+        Esys_Free(name);
+        if (same) {
+            forget_handle(tpm, &object);
+            flushed++;
+        } else {
+            Esys_TR_Close(tpm->esys, &object);
+        }
+    }
+    return flushed;
+}
+
+/// Makes room in a TPM whose object slots are full: flushes this handle's cached keys and the orphans of earlier
+/// handles on the same TCTI.
+static void make_room(ks_tpm *tpm) {
+    cache_clear(tpm);
+    if (usable(tpm)) reclaim_orphans(tpm);
+}
+
+// MARK: - Open and close
+
 static void cache_clear(ks_tpm *tpm);
 
 int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err) {
@@ -258,6 +365,7 @@ int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm *
     tpm->primary = ESYS_TR_NONE;
     for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) tpm->cache[i].handle = ESYS_TR_NONE;
     tpm->timeout_ms = timeout_ms > 0 ? timeout_ms : -1;
+    snprintf(tpm->tcti_conf, sizeof tpm->tcti_conf, "%s", tcti_conf ? tcti_conf : "");
     sigpipe_guard g;
     sigpipe_block(&g);
     TSS2_RC rc;
@@ -313,6 +421,7 @@ void ks_tpm_close(ks_tpm *tpm) {
     if (!tpm) return;
     registry_remove(tpm);
     pthread_mutex_lock(&tpm->op_lock);
+    if (tpm->timed_out || tpm->lost) remember_orphans(tpm);
     flush_held(tpm);
     pthread_mutex_unlock(&tpm->op_lock);
     pthread_mutex_destroy(&tpm->op_lock);
@@ -480,8 +589,8 @@ static int ensure_primary(ks_tpm *tpm, ks_tpm_error *err) {
     TSS2_RC rc;
     if (create_primary(tpm, &rc) != 0 && tpm_base(rc) == TPM2_RC_OBJECT_MEMORY && usable(tpm)) {
         // The TPM's object slots are full (a TPM without a resource manager shares them with every client): make
-        // room with this handle's cached keys and try once more.
-        cache_clear(tpm);
+        // room with this handle's cached keys and earlier handles' orphans, and try once more.
+        make_room(tpm);
         if (usable(tpm)) create_primary(tpm, &rc);
     }
     if (rc != TSS2_RC_SUCCESS) {
@@ -682,8 +791,8 @@ static int unlocked_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *b
             if (ensure_primary(tpm, err) != 0) goto done;
             rc = create_once(tpm, usage, &out_private, &out_public);
         } else if (tpm_base(rc) == TPM2_RC_OBJECT_MEMORY) {
-            // TPM2_Create needs a free object slot: make room with the cached keys, once.
-            cache_clear(tpm);
+            // TPM2_Create needs a free object slot: make room with the cached keys and orphans, once.
+            make_room(tpm);
             if (usable(tpm)) rc = create_once(tpm, usage, &out_private, &out_public);
         }
     }
@@ -734,8 +843,8 @@ static int load_blob(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, ESYS_TR 
             rc = load_once(tpm, &priv, &pub, handle);
         } else if (tpm_base(rc) == TPM2_RC_OBJECT_MEMORY) {
             // No free object slot (other clients of a TPM without a resource manager hold them): make room with
-            // this handle's cached keys and try once more.
-            cache_clear(tpm);
+            // this handle's cached keys and earlier handles' orphans, and try once more.
+            make_room(tpm);
             if (usable(tpm)) rc = load_once(tpm, &priv, &pub, handle);
         }
     }

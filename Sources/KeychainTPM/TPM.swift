@@ -214,8 +214,8 @@ public struct TPMInfo: Sendable, Hashable {
 ///   few object slots (3 on swtpm) and the object handles are shared by every program using the TPM: a device holds
 ///   up to 1 + ``loadedKeyCapacity`` of them while it is open (so open one device per TPM and process), and a
 ///   program that flushes every transient object (`tpm2_flushcontext -t`) flushes the device's too (the device
-///   loads them again). A device that timed out cannot flush what it loaded: on such a TPM those objects stay
-///   loaded until the TPM restarts.
+///   loads them again). A device that timed out cannot flush what it loaded: the next device this process opens
+///   on the same TPM flushes those objects (when they still hold the same names) once the TPM runs out of slots.
 /// - Important: What the TPM enforces: the private key is generated inside the TPM (`sensitiveDataOrigin`) and
 ///   never leaves it in the clear; it is `fixedTPM` and `fixedParent` (never duplicated); the blob it returns is
 ///   wrapped by this TPM's storage key, so it works only with this TPM. Keys need no authorization value

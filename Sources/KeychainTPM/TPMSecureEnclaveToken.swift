@@ -26,6 +26,8 @@ import Synchronization
 public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// The tctildr configuration (nil: tctildr's default, `/dev/tpmrm0`).
     public let tcti: String?
+    /// The most each TPM command of this token's calls may take (its device's ``TPMDevice/timeout``).
+    public let timeout: Duration
 
     /// The device this token uses (kept alive by it).
     private let device = Mutex<TPMDevice?>(nil)
@@ -35,13 +37,22 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         weak let device: TPMDevice?
     }
 
-    /// The process's open devices, by TCTI configuration ("" for tctildr's default).
+    /// The process's open devices, by TCTI configuration ("" for tctildr's default) and timeout.
     private static let devices = Mutex<[String: Shared]>([:])
 
     /// A token on the TPM at `tcti` (default: ``TPMDevice/defaultTCTI(environment:)``). Opens nothing yet.
-    public init(tcti: String? = TPMDevice.defaultTCTI()) {
+    ///
+    /// - Parameter timeout: the most each TPM command may take (``TPMDevice/init(tcti:timeout:)``; default
+    ///   ``TPMDevice/defaultTimeout``, 30 s). A call sends one command, or a few when it loads a key (or opens the
+    ///   TPM again). A TPM that has not answered by then fails the call with `errSecNotAvailable`, and the next call
+    ///   opens it again. Tokens share a device only when their TCTI configuration and timeout are the same.
+    public init(tcti: String? = TPMDevice.defaultTCTI(), timeout: Duration = TPMDevice.defaultTimeout) {
         self.tcti = tcti
+        self.timeout = timeout
     }
+
+    /// The key of ``devices`` for this token.
+    private var deviceKey: String { "\(tcti ?? "")#\(timeout)" }
 
     public var name: String { "TPM 2.0 at \(tcti ?? "/dev/tpmrm0 (tctildr default)")" }
 
@@ -93,12 +104,12 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
 
     private func opened() throws(EngineError) -> TPMDevice {
         if let mine = device.withLock({ $0 }) { return mine }
-        let key = tcti ?? ""
+        let key = deviceKey
         let shared = try Self.devices.withLock { (devices: inout [String: Shared]) throws(EngineError) -> TPMDevice in
             if let current = devices[key]?.device { return current }
             let made: TPMDevice
             do {
-                made = try TPMDevice(tcti: tcti)
+                made = try TPMDevice(tcti: tcti, timeout: timeout)
             } catch let error as TPMError {
                 throw Self.engineError(error, tcti: tcti)
             } catch {
@@ -120,7 +131,7 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
             return try body(tpm)
         } catch {
             if error.kind == .connectionLost || error.kind == .timedOut {
-                let key = tcti ?? ""
+                let key = deviceKey
                 device.withLock { if $0 === tpm { $0 = nil } }
                 Self.devices.withLock { if $0[key]?.device === tpm { $0[key] = nil } }
             }
