@@ -108,6 +108,10 @@ public final class KeystoneSecretsService: Service, Sendable {
                                              message: "the provider of \(keychain) was made without an engine, so the service cannot unlock it: unlock it yourself and use .alreadyUnlocked")
         }
         if storage.lockState == .unlocked { return }
+        if password == .alreadyUnlocked {
+            throw KeystoneConfigurationError(.locked, keychain: keychain, status: -25308,
+                                             message: "the keychain \(keychain) is locked, and the service was told it is unlocked already (.alreadyUnlocked): unlock it first (`keystone unlock-keychain`), or give the service a password source (a systemd credential, a password file)")
+        }
         let secret = try password.password(keychain: keychain, environment: environment, standardInput: standardInput)
         if case .environmentVariable(let name) = password {
             logger.warning("KeystoneSecretsService: the keychain password comes from the environment variable \(name), which other processes of this user can read (/proc/PID/environ): prefer a systemd credential or a password file")
