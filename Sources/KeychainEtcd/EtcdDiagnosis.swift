@@ -61,7 +61,8 @@ public struct EtcdDiagnosis: Sendable {
         public var emptyPassword: Bool?
         /// Its lock state for this user on this machine (unlocked through the unlock cache, or locked).
         public var lockState: LockState?
-        /// Whether the kernel keyring that carries the unlock cache between processes is available.
+        /// Whether an unlock cache carries unlocks between processes here: the kernel keyring, or the unlock agent where
+        /// the keyring is refused (running, or started on demand by `keystone unlock-keychain`).
         public var unlockCacheAvailable: Bool
     }
 
@@ -94,7 +95,7 @@ public struct EtcdDiagnosis: Sendable {
     /// Never throws: every failure is recorded in the result.
     public static func diagnose(_ configuration: EtcdConfiguration) -> EtcdDiagnosis {
         var diagnosis = EtcdDiagnosis(configuration: configuration,
-                                      keychain: Keychain(unlockCacheAvailable: KeyringCache.isAvailable))
+                                      keychain: Keychain(unlockCacheAvailable: UnlockCacheStatus.current.isShared))
         let client: EtcdClient
         do {
             client = try EtcdClient(configuration: configuration)

@@ -102,11 +102,8 @@ public struct KeychainDiagnosis: Sendable {
             add(.ok, "password", "the keychain has a password")
         }
         add(.ok, "auto-lock", settings.lockAfterTimeout.map { "locks \(Int($0)) s after an unlock" } ?? "no timeout: stays unlocked until locked or the cached keys expire (12 h)")
-        if KeyringCache.isAvailable {
-            add(.ok, "keyring", "the kernel keyring is available: one unlock serves later commands")
-        } else {
-            add(.warning, "keyring", "the kernel keyring is not available here (a container forbidding keyctl?): every process must unlock the keychain itself")
-        }
+        let cacheStatus = UnlockCacheStatus.current
+        add(cacheStatus.isShared ? .ok : .warning, "keyring", cacheStatus.summary)
         switch file.lockState {
         case .locked:
             add(.note, "lock", "locked: items cannot be checked", fix: "keystone unlock-keychain \(path), then run doctor again")

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+import KeychainSealing
 #if NIO && !canImport(Darwin)
 import KeychainEtcd
 #endif
@@ -113,7 +114,7 @@ struct EtcdReport {
         }
         switch keychain.lockState {
         case .unlocked?:
-            let how = keychain.emptyPassword == true ? "its password is empty" : keychain.unlockCacheAvailable ? "through the unlock cache in the kernel keyring" : "in this process"
+            let how = keychain.emptyPassword == true ? "its password is empty" : keychain.unlockCacheAvailable ? "through this machine's unlock cache (the kernel keyring, or the unlock agent where the keyring is refused)" : "in this process"
             findings.append(DoctorFinding(severity: .ok, check: "this machine", detail: "unlocked for you here (\(how)): this machine can use it now", fix: nil))
         case .lockedAfterFirstUnlock?:
             findings.append(DoctorFinding(severity: .note, check: "this machine", detail: "locked after the timeout (only after-first-unlock items are available here)",
@@ -125,7 +126,7 @@ struct EtcdReport {
             break
         }
         if !keychain.unlockCacheAvailable {
-            findings.append(DoctorFinding(severity: .note, check: "unlock cache", detail: "unavailable (no kernel keyring): each process must unlock the keychain itself", fix: nil))
+            findings.append(DoctorFinding(severity: .note, check: "unlock cache", detail: "unavailable: " + UnlockCacheStatus.current.summary, fix: nil))
         }
         self.findings = findings
         json = [

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+import KeychainSealing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,20 +48,26 @@ struct FileReport {
             report.lockState = state
             report.sealed = file.isSealedToSecureEnclave
             if file.isSealedToSecureEnclave { report.recoveryPassword = file.hasPassword }
-            let keyringAvailable = findings.contains { $0.check == "keyring" && $0.severity == .ok }
+            let cacheStatus = UnlockCacheStatus.current
+            let keptIn: String
+            switch cacheStatus {
+            case .kernelKeyring: keptIn = "the kernel keyring"
+            case .agent(let socket, _), .agentOnDemand(let socket): keptIn = "the unlock agent (\(socket))"
+            case .none: keptIn = ""
+            }
             let cache: String
             if file.isSealedToSecureEnclave && state == .unlocked {
                 cache = "not needed: a keychain sealed to the TPM opens unlocked in every process on this machine"
             } else if file.isEmptyPassword {
                 cache = "not needed: a keychain with an empty password opens unlocked in every process"
-            } else if !keyringAvailable {
-                cache = "unavailable (no kernel keyring): each process must unlock the keychain itself"
+            } else if case .none(let reason) = cacheStatus {
+                cache = "unavailable: " + reason
             } else {
                 switch state {
                 case .unlocked:
-                    cache = "the keys are cached in the kernel keyring: later commands start unlocked until the auto-lock timeout (at most 12 h)"
+                    cache = "the keys are cached in \(keptIn): later commands start unlocked until the auto-lock timeout (at most 12 h)"
                 case .lockedAfterFirstUnlock:
-                    cache = "only the after-first-unlock keys are cached in the kernel keyring"
+                    cache = "only the after-first-unlock keys are cached in \(keptIn)"
                 case .locked:
                     cache = "no keys cached: the keychain is locked until `keystone unlock-keychain \(path)`"
                 }

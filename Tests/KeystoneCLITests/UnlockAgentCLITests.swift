@@ -144,6 +144,28 @@ struct UnlockAgentCLITests {
         #expect(!refused.stdout.contains("token-1234") && !refused.stderr.contains("token-1234"))
     }
 
+    @Test("doctor names the unlock agent where the kernel keyring is refused: to be started, then running with its pid, never 'each process must unlock'")
+    func doctorReportsTheAgent() throws {
+        let box = try NoKeyringSandbox()
+        defer { box.stopAgents() }
+        #expect(try box.run("create-keychain", "-p", "ci-pass", "ci.keychain-db").status == 0)
+        #expect(try box.run("lock-keychain", "ci.keychain-db").status == 0)
+        #expect(box.waitForNoAgent())
+        let before = try box.run("doctor", "ci.keychain-db")
+        #expect(before.stdout.contains("starts the unlock agent (\(box.socket))"), "\(before.stdout)")
+        #expect(try box.run("unlock-keychain", "-p", "ci-pass", "ci.keychain-db").status == 0)
+        let pid = try #require(box.agentPIDs.first)
+        let after = try box.run("doctor", "ci.keychain-db")
+        #expect(after.stdout.contains("the unlock agent (pid \(pid), \(box.socket))"), "\(after.stdout)")
+        #expect(after.stdout.contains("the keys are cached in the unlock agent (\(box.socket))"), "\(after.stdout)")
+        #expect(!after.stdout.contains("must unlock the keychain itself"))
+
+        var off = box
+        off.extraEnvironment["KEYSTONE_AGENT"] = "0"
+        let disabled = try off.run("doctor", "ci.keychain-db")
+        #expect(disabled.stdout.contains("unlock agent is turned off (KEYSTONE_AGENT=0)"), "\(disabled.stdout)")
+    }
+
     @Test("lock-keychain removes the agent's entries: the agent, holding none, exits and removes its socket")
     func lockRemoves() throws {
         let box = try NoKeyringSandbox()
