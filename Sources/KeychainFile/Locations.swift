@@ -40,7 +40,9 @@ extension KeychainFile {
     /// `KEYSTONE_KEYCHAIN_DIR` and the systemd recipe, or nil when `path` is not in the keychain directory
     /// (a keychain the user named by its path: the user chose that place).
     ///
-    /// - Parameter path: the keychain file (or directory) that could not be created.
+    /// - Parameters:
+    ///   - path: the keychain file (or directory) that could not be created.
+    ///   - environment: the variables that chose the keychain directory (the process's by default).
     public static func unwritableDirectoryFix(for path: String,
                                               environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         let directory = keychainDirectory(environment)
