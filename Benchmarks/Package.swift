@@ -30,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // `keystone-benchmarks rotation`: the ConfigReader watching KeystoneConfigProvider, as an app reads it.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
     ],
     targets: [
         .executableTarget(name: "KeystoneBenchmarks", dependencies: [
@@ -58,6 +60,11 @@ let package = Package(
             "EtcdCluster",
             .product(name: "KeychainEtcd", package: "Keystone", condition: .when(platforms: [.linux])),
             .target(name: "EtcdBaselineClient", condition: .when(platforms: [.linux])),
+            // `keystone-benchmarks rotation`: KeystoneConfigProvider's etcd watch against a raw etcd watch (AsyncHTTPClient).
+            .product(name: "KeystoneConfiguration", package: "Keystone", condition: .when(platforms: [.linux])),
+            .product(name: "Configuration", package: "swift-configuration", condition: .when(platforms: [.linux])),
+            .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
         ], swiftSettings: settings),
 
         // The baselines: plain C against the system libraries (not part of Keystone). The system-library targets carry

@@ -14,6 +14,8 @@ import KeychainEngine
 // against raw EtcdClient puts and ranges on a private 3-member cluster (EtcdBenchmarks.swift).
 // `keystone-benchmarks never-hang [--backends secret-service,etcd,tpm,file] [--calls N] [--callers 1,4] [--seed S]`:
 // calls against each backend while its daemon is stopped, killed and restarted at random (NeverHangBenchmarks.swift).
+// `keystone-benchmarks rotation [--rotations N]`: rotation propagation on etcd, SecItemUpdate on one machine to the new
+// value seen by a watching KeystoneConfigProvider, against a raw put seen by a raw etcd watch (RotationBenchmarks.swift).
 
 if runFileChild(CommandLine.arguments) { exit(0) }
 if CommandLine.arguments.dropFirst().first == "files" { exit(runProtectedFileBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
@@ -31,6 +33,7 @@ if CommandLine.arguments.dropFirst().first == "secret-service" {
     exit(runSecretServiceBenchmarks(options))
 }
 if CommandLine.arguments.dropFirst().first == "never-hang" { exit(NeverHangBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runNeverHangBenchmarks) ?? 2) }
+if CommandLine.arguments.dropFirst().first == "rotation" { exit(RotationBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runRotationBenchmarks) ?? 2) }
 if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
