@@ -161,6 +161,7 @@ struct EnvironmentMatrixTests {
         _ = try box.file("credentials/keystone.keychain-password", "credential-pw")
         let environment = bareEnvironment([
             "KEYSTONE_KEYCHAIN_DIR": try box.directory("state"), "CREDENTIALS_DIRECTORY": credentials,
+            "XDG_CONFIG_HOME": try box.directory("config"),  // root has a home: its settings stay untouched
         ])
         try cliRoundTrip(cell, keystone: keystone, prefix: [setsid, "-w"], environment: environment,
                          keychain: "service.keychain-db", input: .closed)
@@ -182,7 +183,8 @@ struct EnvironmentMatrixTests {
         }
         let box = try CellDirectory()
         defer { box.remove() }
-        let environment = bareEnvironment(["KEYSTONE_KEYCHAIN_DIR": try box.directory("state")])
+        let environment = bareEnvironment(["KEYSTONE_KEYCHAIN_DIR": try box.directory("state"),
+                                           "XDG_CONFIG_HOME": try box.directory("config")])
         for input in [CellInput.devNull, .closed] {
             let create = try cellRun([setsid, "-w", keystone, "create-keychain", "ci"], environment: environment, input: input)
             cell.expectFastFailure(create, naming: ["KEYSTONE_PASSWORD_FILE", "keystone.keychain-password", "-p"])
@@ -206,6 +208,7 @@ struct EnvironmentMatrixTests {
             var environment = bareEnvironment([
                 "KEYSTONE_KEYCHAIN_DIR": try box.directory("state-\(index)"),
                 "KEYSTONE_PASSWORD_FILE": try box.file("secret", "bus-pw\n"),
+                "XDG_CONFIG_HOME": try box.directory("config"),
             ])
             environment["DBUS_SESSION_BUS_ADDRESS"] = bus
             try cliRoundTrip(cell, keystone: keystone, environment: environment, keychain: "nobus-\(index).keychain-db")
@@ -270,7 +273,7 @@ struct EnvironmentMatrixTests {
             set -u
             disk=$1; out=$2; ks=$3; probe=$4
             mount -t tmpfs -o size=2m,mode=0700 keystone-matrix "$disk" || { echo "cannot mount a tmpfs" > "$out/mount"; exit 3; }
-            export KEYSTONE_KEYCHAIN_DIR="$disk"
+            export KEYSTONE_KEYCHAIN_DIR="$disk" XDG_CONFIG_HOME="$out/config"
             step() { name=$1; shift; start=$(date +%s.%N); "$@" > "$out/$name.out" 2> "$out/$name.err" < /dev/null; echo $? > "$out/$name.status"; end=$(date +%s.%N); echo "$start $end" > "$out/$name.time"; }
             step create "$ks" create-keychain -p pw full.keychain-db
             step add1 "$ks" add-generic-password -s matrix -a kept -w kept-secret full.keychain-db
@@ -324,7 +327,8 @@ struct EnvironmentMatrixTests {
         defer { box.remove() }
         let state = try box.directory("state")
         let environment = bareEnvironment(["LANG": "C", "LC_ALL": "C", "KEYSTONE_KEYCHAIN_DIR": state,
-                                           "KEYSTONE_PASSWORD_FILE": try box.file("secret", "c-pw\n")])
+                                           "KEYSTONE_PASSWORD_FILE": try box.file("secret", "c-pw\n"),
+                                           "XDG_CONFIG_HOME": try box.directory("config")])
         // A UTF-8 name that is not ASCII works under LANG=C.
         try cliRoundTrip(cell, keystone: keystone, environment: environment, keychain: "clé-\u{00E9}t\u{00E9}.keychain-db")
         // Keychain() with a keychain directory whose UTF-8 name is not ASCII.

@@ -223,6 +223,7 @@ struct HeadlessRecipesTests {
                 "KEYSTONE_KEYCHAIN_DIR": try box.directory("keychains"),
                 "KEYSTONE_PASSWORD_FILE": try box.file("password", "ci-pw\n"),
                 "DEPLOY_TOKEN_FILE": try box.file("token", "ci-token\n"),
+                "XDG_CONFIG_HOME": try box.directory("config"),
                 "KEYSTONE_AGENT_SOCKET": try box.directory("agent") + "/agent.sock",
             ])
             let run = try cellRun(prefix + ["/bin/sh", Self.ciScriptPath], environment: environment)
