@@ -34,6 +34,47 @@ private func directives(_ text: String) -> [(key: String, value: String)] {
     }
 }
 
+/// The command lines the recipes run ConfigServer with.
+enum Recipes {
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    /// The unit's ExecStart arguments (without the program).
+    static func unitArguments() throws -> [String] {
+        let text = try String(contentsOf: example.appendingPathComponent("config-server.service"), encoding: .utf8)
+        guard let execStart = directives(text).first(where: { $0.key == "ExecStart" })?.value else {
+            throw Failure(description: "config-server.service has no ExecStart")
+        }
+        return Array(execStart.split(separator: " ").map(String.init).dropFirst())
+    }
+
+    /// The Dockerfile's ENTRYPOINT (without the program) followed by its CMD (both exec-form JSON arrays).
+    static func dockerArguments() throws -> [String] {
+        let text = try String(contentsOf: example.appendingPathComponent("Dockerfile"), encoding: .utf8)
+        func array(_ instruction: String) throws -> [String] {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(instruction + " ") }),
+                  let parsed = try JSONSerialization.jsonObject(with: Data(line.dropFirst(instruction.count + 1).utf8)) as? [String] else {
+                throw Failure(description: "the Dockerfile has no exec-form \(instruction)")
+            }
+            return parsed
+        }
+        return try Array(array("ENTRYPOINT").dropFirst()) + array("CMD")
+    }
+
+    /// `arguments` with the value after each option of `values` replaced; options it does not have are appended.
+    static func replacing(_ arguments: [String], _ values: [String: String]) throws -> [String] {
+        var result = arguments
+        for (option, value) in values.sorted(by: { $0.key < $1.key }) {
+            if let index = result.firstIndex(of: option) {
+                guard index + 1 < result.count else { throw Failure(description: "\(option) has no value in \(arguments)") }
+                result[index + 1] = value
+            } else {
+                result += [option, value]
+            }
+        }
+        return result
+    }
+}
+
 @Suite("ConfigServer deployment: its systemd unit and container image as users deploy them")
 struct DeploymentTests {
     @Test("systemd-analyze verify accepts config-server.service with no warning, and its offline security exposure is at most 2.0",

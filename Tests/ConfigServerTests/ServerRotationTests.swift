@@ -44,7 +44,7 @@ private struct Fleet {
     let name: String
     let password: String
     let passwordFile: URL
-    /// A systemd-style credentials directory holding the same password as `keychain-password`.
+    /// A systemd-style credentials directory (`$CREDENTIALS_DIRECTORY`): the password under the unit's credential name.
     let credentialsDirectory: URL
 
     init(tokens token: String, database: String) throws {
@@ -63,7 +63,6 @@ private struct Fleet {
         try Data((password + "\n").utf8).write(to: passwordFile)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: passwordFile.path)
         try FileManager.default.createDirectory(at: credentialsDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try Data(password.utf8).write(to: credentialsDirectory.appendingPathComponent("keychain-password"))
     }
 
     /// The keychain's URL with member `first` tried first (each "machine" talks to another member).
@@ -81,16 +80,24 @@ private struct Fleet {
     /// A replica: ConfigServer under no-keyring-exec (as in a container with Docker's default seccomp profile: no
     /// kernel keyring, so no unlock cache shared with the CLI or the other replica: each replica unlocks with its own
     /// password source), on 127.0.0.1 and a free port.
+    ///
+    /// `.file` starts it with the Dockerfile's command line (ENTRYPOINT + CMD) and `.credential` with the systemd unit's
+    /// ExecStart, only the address, the keychain's URL and the password file's path replaced by the test's, and the
+    /// grace added: the recipes' command lines are the ones that run here.
     func replica(_ name: String, first member: Int, password: PasswordWay, grace: Int = 300) throws -> Replica {
-        var arguments = ["--host", "127.0.0.1", "--port", "0", "--keychain", url(first: member),
-                         "--token-grace-seconds", String(grace)]
+        var replace = ["--host": "127.0.0.1", "--port": "0", "--keychain": url(first: member), "--token-grace-seconds": String(grace)]
         var extra: [String: String] = [:]
+        let arguments: [String]
         switch password {
-        case .file: arguments += ["--password-file", passwordFile.path]
+        case .file, .wrongFile:
+            if case .wrongFile(let file) = password { replace["--password-file"] = file.path } else { replace["--password-file"] = passwordFile.path }
+            arguments = try Recipes.replacing(Recipes.dockerArguments(), replace)
         case .credential:
-            arguments += ["--password-credential", "keychain-password"]
+            let unit = try Recipes.unitArguments()
+            let credential = try #require(unit.firstIndex(of: "--password-credential").map { unit[$0 + 1] }, "the unit names its credential")
+            try Data(self.password.utf8).write(to: credentialsDirectory.appendingPathComponent(credential))
             extra["CREDENTIALS_DIRECTORY"] = credentialsDirectory.path
-        case .wrongFile(let file): arguments += ["--password-file", file.path]
+            arguments = try Recipes.replacing(unit, replace)
         }
         return try Replica(name: name, wrapper: Binaries.noKeyringExec, arguments: arguments,
                            environment: cleanEnvironment(root, extra: extra), directory: root)
@@ -244,7 +251,8 @@ struct ServerRotationTests {
         let (database1, database2) = ("db1-\(UUID().uuidString)", "db2-\(UUID().uuidString)")
         let fleet = try Fleet(tokens: token1, database: database1)
         defer { fleet.remove() }
-        // Replica A unlocks from a password file (a container's /run/secrets/… file), B from a systemd credential.
+        // Replica A runs the Dockerfile's command line (its password from a file, as /run/secrets/…), B the systemd
+        // unit's ExecStart (its password from $CREDENTIALS_DIRECTORY), each through another etcd member.
         let a = try fleet.replica("replica-a", first: 0, password: .file)
         defer { a.stop() }
         let b = try fleet.replica("replica-b", first: 2, password: .credential)
