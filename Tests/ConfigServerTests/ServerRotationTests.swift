@@ -334,6 +334,44 @@ struct ServerRotationTests {
         #expect(try connection.get("/token-check", bearer: token1).status == 401)
     }
 
+    @Test("the previous token is refused once --token-grace-seconds passed after the replica saw the rotation")
+    func graceEnds() throws {
+        let (token1, token2) = ("t1-\(UUID().uuidString)", "t2-\(UUID().uuidString)")
+        let fleet = try Fleet(tokens: token1, database: "db-\(UUID().uuidString)")
+        defer { fleet.remove() }
+        let replica = try fleet.replica("replica", first: 2, password: .file, grace: 1)
+        defer { replica.stop() }
+        let connection = HTTPConnection(port: replica.port)
+        try fleet.rotate("api.token", to: token2)
+        #expect(try poll(timeout: 60) { try connection.get("/token-check", bearer: token2).status == 200 })
+        // The replica saw the rotation before it accepted token2; 1.5 s later its 1 s grace has ended whatever the
+        // machine's speed (only a lower bound on the wait matters).
+        usleep(1_500_000)
+        #expect(try connection.get("/token-check", bearer: token1).status == 401)
+        #expect(try connection.get("/token-check", bearer: token2).body == "current\n")
+    }
+
+    @Test("deleting the API token's item makes the replica answer 503 (no token) until the item is added again; it never accepts the deleted token meanwhile")
+    func tokenDeleted() throws {
+        let (token1, token2) = ("t1-\(UUID().uuidString)", "t2-\(UUID().uuidString)")
+        let fleet = try Fleet(tokens: token1, database: "db-\(UUID().uuidString)")
+        defer { fleet.remove() }
+        let replica = try fleet.replica("replica", first: 0, password: .file)
+        defer { replica.stop() }
+        let connection = HTTPConnection(port: replica.port)
+        #expect(try connection.get("/token-check", bearer: token1).body == "current\n")
+        let deleted = try keystone(["delete-generic-password", "-s", Fleet.service, "-a", "api.token", fleet.url(first: 1)], root: fleet.root)
+        try #require(deleted.status == 0, "\(deleted.stderr)")
+        #expect(try poll(timeout: 60) { try connection.get("/token-check", bearer: token1).status == 503 })
+        #expect(try connection.get("/token-check", bearer: token2).status == 503)
+        #expect(try connection.get("/db").status == 200, "the database password is still there")
+        let added = try keystone(["add-generic-password", "-s", Fleet.service, "-a", "api.token", "-w", token2, fleet.url(first: 1)], root: fleet.root)
+        try #require(added.status == 0, "\(added.stderr)")
+        #expect(try poll(timeout: 60) { try connection.get("/token-check", bearer: token2).status == 200 })
+        #expect(try connection.get("/token-check", bearer: token1).status == 401, "a deleted token does not come back as the previous one")
+        #expect(replica.process.isRunning)
+    }
+
     @Test("a replica whose password file holds a wrong password does not serve: it exits non-zero naming the keychain, printing no password")
     func wrongPasswordFile() throws {
         let fleet = try Fleet(tokens: "t-\(UUID().uuidString)", database: "db-\(UUID().uuidString)")
