@@ -51,6 +51,17 @@ struct CredentialHelper: ParsableCommand {
             if request.quit { return }
             let verb = verb
             do {
+                #if !canImport(Darwin)
+                if KeychainSpec.isSecretService(spec) {
+                    let service = try CredentialSecretService(spec: spec)
+                    switch verb {
+                    case "get": writeOut(try service.gitGet(request))
+                    case "store": try service.gitStore(request)
+                    default: try service.gitErase(request)
+                    }
+                    return
+                }
+                #endif
                 let output = try CredentialHelperRun.unlocking(spec, creating: verb == "store") { engine -> String in
                     switch verb {
                     case "get": return try GitCredentialStore.get(request, engine: engine)
@@ -81,8 +92,16 @@ struct CredentialHelper: ParsableCommand {
             if verb == .version { return writeOut("docker-credential-keystone (keystone) \(DockerCredentialStore.version)\n") }
             let spec = keychain.map(resolveKeychain) ?? ToolConfig.defaultKeychain
             let input = verb == .list ? Data() : FileHandle.standardInput.readDataToEndOfFile()
-            let outcome: DockerCredentialStore.Outcome
+            var outcome = DockerCredentialStore.Outcome.notFound
             do {
+                #if !canImport(Darwin)
+                if KeychainSpec.isSecretService(spec) {
+                    outcome = try CredentialSecretService(spec: spec).docker(verb, input: input)
+                    writeOut(outcome.output)
+                    if outcome.status != 0 { throw ExitCode(outcome.status) }
+                    return
+                }
+                #endif
                 outcome = try CredentialHelperRun.unlocking(spec, creating: verb == .store) { engine in
                     try DockerCredentialStore.run(verb, input: input, engine: engine)
                 } ?? (verb == .list ? .init("{}\n") : .notFound)

@@ -56,7 +56,7 @@ public enum GitCredentialStore {
     public static func get(_ credential: GitCredential, engine: KeychainEngine, now: Date = Date()) throws -> String {
         guard !credential.quit, let query = baseQuery(credential) else { return "" }
         for item in try matches(query, engine: engine) where !DockerCredentialStore.isDockerItem(item) {
-            let secret = StoredSecret(item[Key.valueData]?.dataValue ?? Data())
+            let secret = GitCredentialSecret(item[Key.valueData]?.dataValue ?? Data())
             if let expiry = secret.passwordExpiryUTC, Double(expiry) <= now.timeIntervalSince1970 { continue }
             var reply = GitCredential()
             reply.username = item[Key.account]?.stringValue ?? credential.username
@@ -73,7 +73,7 @@ public enum GitCredentialStore {
     /// - Throws: `EngineError` from the keychain.
     public static func store(_ credential: GitCredential, engine: KeychainEngine) throws {
         guard !credential.quit, var query = baseQuery(credential), credential.username != nil, let password = credential.password else { return }
-        let secret = StoredSecret(password: password, passwordExpiryUTC: credential.passwordExpiryUTC,
+        let secret = GitCredentialSecret(password: password, passwordExpiryUTC: credential.passwordExpiryUTC,
                                   oauthRefreshToken: credential.oauthRefreshToken).encoded
         query[Key.valueData] = .data(secret)
         do {
@@ -81,6 +81,8 @@ public enum GitCredentialStore {
         } catch let error as EngineError where error.status == Status.duplicateItem {
             var identity = ClassSchema.of(.internetPassword).primaryKeyQuery(of: query)
             identity[Key.class] = query[Key.class]
+            // The access group as the add resolved it (the engine's default), not the empty value.
+            identity[Key.accessGroup] = nil
             try engine.update(identity, with: [Key.valueData: .data(secret)])
         }
     }
@@ -94,7 +96,7 @@ public enum GitCredentialStore {
         guard !credential.quit, let query = baseQuery(credential) else { return 0 }
         var deleted = 0
         for item in try matches(query, engine: engine) where !DockerCredentialStore.isDockerItem(item) {
-            if let password = credential.password, StoredSecret(item[Key.valueData]?.dataValue ?? Data()).password != password { continue }
+            if let password = credential.password, GitCredentialSecret(item[Key.valueData]?.dataValue ?? Data()).password != password { continue }
             guard let reference = item[Key.valuePersistentRef]?.dataValue else { continue }
             do {
                 try engine.delete([Key.class: .string(ItemClass.internetPassword.rawValue), Key.valuePersistentRef: .data(reference)])
@@ -108,19 +110,19 @@ public enum GitCredentialStore {
 }
 
 /// An item's secret as git's osxkeychain and libsecret helpers encode it: the password, then `key=value` lines.
-struct StoredSecret {
-    var password: String
-    var passwordExpiryUTC: Int64?
-    var oauthRefreshToken: String?
+public struct GitCredentialSecret {
+    public var password: String
+    public var passwordExpiryUTC: Int64?
+    public var oauthRefreshToken: String?
 
-    init(password: String, passwordExpiryUTC: Int64?, oauthRefreshToken: String?) {
+    public init(password: String, passwordExpiryUTC: Int64?, oauthRefreshToken: String?) {
         self.password = password
         self.passwordExpiryUTC = passwordExpiryUTC
         self.oauthRefreshToken = oauthRefreshToken
     }
 
     /// Decodes a stored secret; lines it does not know are ignored (a newer helper may add some).
-    init(_ data: Data) {
+    public init(_ data: Data) {
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         password = lines.first.map(String.init) ?? ""
         for line in lines.dropFirst() {
@@ -134,7 +136,7 @@ struct StoredSecret {
         }
     }
 
-    var encoded: Data {
+    public var encoded: Data {
         var text = password
         if let passwordExpiryUTC { text += "\npassword_expiry_utc=\(passwordExpiryUTC)" }
         if let oauthRefreshToken { text += "\noauth_refresh_token=\(oauthRefreshToken)" }
