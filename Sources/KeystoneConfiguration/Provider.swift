@@ -51,8 +51,6 @@ public final class KeystoneConfigProvider: Sendable {
     let logger: Logger
     private let name: String?
     private let state: Locked<State>
-    /// Names this provider's engine hook (``DamageCounter``).
-    private let id = UUID()
 
     private struct ValueWatcher {
         let key: AbsoluteConfigKey
@@ -121,13 +119,16 @@ public final class KeystoneConfigProvider: Sendable {
         self.mapping = mapping
         self.changes = changes
         self.name = name
-        self.logger = logger ?? Logger(label: "keystone.configuration")
-        if let engine { DamageCounter.install(on: engine, owner: id) }
+        self.logger = logger ?? Self.defaultLogger
+        if let engine { DamageCounter.install(on: engine) }
         let providerName = "KeystoneConfigProvider[\(name ?? keychainName)]"
         self.state = Locked(State(snapshot: KeystoneConfigSnapshot(
             providerName: providerName, table: .empty,
             failure: Self.notLoaded(keychainName), mapping: mapping, keychainName: keychainName)))
     }
+
+    /// The logger of providers made without one (made once: a logger costs a factory call).
+    static let defaultLogger = Logger(label: "keystone.configuration")
 
     static func notLoaded(_ keychainName: String) -> KeystoneConfigurationError {
         KeystoneConfigurationError(.locked, keychain: keychainName, message: "the keychain \(keychainName) has not been unlocked and read by this provider (or its values were discarded): run KeystoneSecretsService (or call prepare()), or unlock it and call reload()")
@@ -242,7 +243,7 @@ public final class KeystoneConfigProvider: Sendable {
     /// to another provider's default would hide the damage.
     func readTable() throws -> SecretTable {
         var builder = SecretTable.Builder()
-        let counter = engine == nil ? nil : DamageCounter.begin(owner: id)
+        let counter = engine == nil ? nil : DamageCounter.begin()
         defer { if counter != nil { DamageCounter.end() } }
         for service in mapping.services {
             let query: KeychainQuery = [

@@ -33,6 +33,7 @@ if CommandLine.arguments.dropFirst().first == "secret-service" {
     exit(runSecretServiceBenchmarks(options))
 }
 if CommandLine.arguments.dropFirst().first == "never-hang" { exit(NeverHangBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runNeverHangBenchmarks) ?? 2) }
+if CommandLine.arguments.dropFirst().first == "configuration" { exit(ConfigurationBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runConfigurationBenchmarks) ?? 2) }
 if CommandLine.arguments.dropFirst().first == "rotation" { exit(RotationBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runRotationBenchmarks) ?? 2) }
 if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
