@@ -141,6 +141,26 @@ struct EtcdProviderTests {
         #expect(!capture.all.contains { $0.contains(Self.password) || $0.contains("k1") && $0.contains("api.token=") })
     }
 
+    @Test("a watch resumed from a compacted revision says resynchronize, and a provider reading again sees the current value")
+    func compaction() async throws {
+        let cluster = try EtcdTestCluster.shared()
+        let (keychain, other, _) = try keychains(cluster)
+        let engine = KeychainEngine(storage: keychain)
+        let start = try keychain.currentRevision()
+        for value in ["c1", "c2", "c3"] { try store(["api.token": .string(value)], in: Keychain(store: KeychainEngine(storage: other))) }
+        let now = try keychain.currentRevision()
+        _ = try cluster.etcdctl(["compact", "\(now)"])
+        var iterator = keychain.changes(after: start).makeAsyncIterator()
+        let first = try await iterator.next()
+        guard case .resynchronize = first else {
+            Issue.record("expected resynchronize after compaction, got \(String(describing: first))")
+            return
+        }
+        let provider = KeystoneConfigProvider(engine: engine, mapping: .service(appService), changes: .manual)
+        try await provider.reload()
+        #expect(try provider.value(forKey: key("api.token"), type: .string).value?.content == .string("c3"))
+    }
+
     @Test("a locked etcd keychain is .locked naming its URL, never a default")
     func locked() async throws {
         let (keychain, _, configuration) = try keychains(try EtcdTestCluster.shared())
