@@ -22,7 +22,7 @@ import KeychainFile
 /// ```
 ///
 /// Keys map to items by ``KeychainKeyMapping`` (default: service = the app's prefix, account = the key joined with
-/// `"."`). Values are typed as ``ValueDecoding`` documents (text for numbers, Booleans and arrays; raw bytes for
+/// `"."`). Values are typed as the article "Secrets for server apps" documents (text for numbers, Booleans and arrays; raw bytes for
 /// `.bytes`). Every value returned is marked secret, so swift-configuration's access log and descriptions redact it.
 ///
 /// The provider holds a snapshot of the mapping's items: ``value(forKey:type:)`` and ``snapshot()`` never touch the
