@@ -329,7 +329,7 @@ let package = Package(
         // The ConfigServer example against real components: a 3-member etcd cluster, the keystone CLI and two replicas of the
         // built binary (rotation without restart, 0 failed requests); its systemd unit (systemd-analyze verify) and Dockerfile.
         .testTarget(name: "ConfigServerTests", dependencies: [
-            "EtcdCluster", .product(name: "Crypto", package: "swift-crypto"),
+            "EtcdCluster", "ProcessWatchdog", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: settings),
         // A child process for the keychain file's crash and multi-process tests.
         .executableTarget(name: "KeychainFileStress", dependencies: ["KeychainEngine", "KeychainFile"], path: "Tests/KeychainFileStress", swiftSettings: settings),

@@ -99,8 +99,9 @@ private struct Fleet {
             extra["CREDENTIALS_DIRECTORY"] = credentialsDirectory.path
             arguments = try Recipes.replacing(unit, replace)
         }
+        // The keychain's name (random) is in the replica's command line: the watchdog's marker.
         return try Replica(name: name, wrapper: Binaries.noKeyringExec, arguments: arguments,
-                           environment: cleanEnvironment(root, extra: extra), directory: root)
+                           environment: cleanEnvironment(root, extra: extra), directory: root, marker: self.name)
     }
 
     enum PasswordWay { case file, credential, wrongFile(URL) }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ProcessWatchdog
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -77,6 +78,17 @@ final class Replica: @unchecked Sendable {
     let name: String
     private let stdoutFile: URL
     private let stderrFile: URL
+    /// Kills the replica if this test process dies without stopping it (a crash, SIGKILL): the replica's command line
+    /// must still contain `marker` (so a reused pid is never touched).
+    private let watchdog: ProcessWatchdog?
+
+    /// The watchdog's script: the replica's pid, then, at end of file (this process gone), SIGKILL when /proc/PID/cmdline
+    /// still names the marker.
+    private static let watchdogScript = """
+        read -r pid; read -r _
+        [ -n "$pid" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$1" && kill -KILL "$pid" 2>/dev/null
+        exit 0
+        """
 
     struct Failure: Error, CustomStringConvertible { let description: String }
 
@@ -85,7 +97,7 @@ final class Replica: @unchecked Sendable {
     /// - Throws: ``Failure`` when it exits first (with what it printed) or prints nothing ready within `timeout`
     ///   seconds (a hang guard, not a bound on start-up time).
     init(name: String, wrapper: String?, arguments: [String], environment: [String: String], directory: URL,
-         timeout: TimeInterval = 120) throws {
+         marker: String, timeout: TimeInterval = 120) throws {
         let server = try Binaries.configServer.orThrow("the ConfigServer binary is built by `swift build --build-tests --traits NIO`")
         self.name = name
         stdoutFile = directory.appendingPathComponent("\(name).stdout")
@@ -105,6 +117,8 @@ final class Replica: @unchecked Sendable {
         process.standardError = try FileHandle(forWritingTo: stderrFile)
         try process.run()
         self.process = process
+        watchdog = try? ProcessWatchdog.start(script: Self.watchdogScript, name: "config-server-watchdog", arguments: [marker])
+        watchdog?.send(String(process.processIdentifier))
         let deadline = Date().addingTimeInterval(timeout)
         let prefix = "ConfigServer ready on http://127.0.0.1:"
         var readyLine: Substring?
@@ -138,12 +152,16 @@ final class Replica: @unchecked Sendable {
     /// Sends SIGTERM and waits for the exit; returns the exit status.
     @discardableResult
     func stop() -> Int32 {
+        watchdog?.end()
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
         return process.terminationStatus
     }
 
-    deinit { if process.isRunning { process.terminate() } }
+    deinit {
+        watchdog?.end()
+        if process.isRunning { process.terminate() }
+    }
 }
 
 extension Optional {
