@@ -74,15 +74,29 @@ public enum SecItemBridge {
     static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, laContext: LAContext? = nil,
                     _ body: () throws -> (ItemResult?, KeychainQuery)) -> OSStatus {
         do {
+            lastFailureReason = nil
             let (value, query) = try body()
             result?.pointee = try value.map { try SecItemReferences.object(for: $0, query: query, laContext: laContext) }
             return errSecSuccess
         } catch let error as EngineError {
+            lastFailureReason = error.reason.isEmpty ? nil : error.reason
             return error.status
         } catch {
+            lastFailureReason = "\(type(of: error))"
             return errSecInternalError
         }
     }
+
+    /// Why the last SecItem call on this thread failed (the engine's reason: what went wrong and what fixes it,
+    /// never secret bytes), for the typed API's errors; nil after a success or a failure without a reason.
+    ///
+    /// Apple's functions return a bare `OSStatus`; on Linux the engine knows more (a keychain directory that
+    /// cannot be written names `KEYSTONE_KEYCHAIN_DIR`), and ``SystemKeychain`` in Keystone passes it on.
+    package static var lastFailureReason: String? {
+        get { Thread.current.threadDictionary[reasonKey] as? String }
+        set { Thread.current.threadDictionary[reasonKey] = newValue }
+    }
+    private static let reasonKey = "keystone.SecItem.lastFailureReason"
 
     /// The typed form of a dictionary of `Any` values.
     ///

@@ -37,7 +37,7 @@ public struct SystemKeychain: KeychainStore {
         let dictionary = try Self.dictionary(attributes)
         var result: CFTypeRef?
         let status = SecItemAdd(dictionary as CFDictionary, &result)
-        guard status == errSecSuccess else { throw KeychainError(status: status, reason: "SecItemAdd failed") }
+        guard status == errSecSuccess else { throw Self.failure(status, "SecItemAdd") }
         return try Self.itemResult(result, itemClass: Self.itemClass(of: attributes))
     }
 
@@ -48,7 +48,7 @@ public struct SystemKeychain: KeychainStore {
         let dictionary = try Self.dictionary(query)
         var result: CFTypeRef?
         let status = SecItemCopyMatching(dictionary as CFDictionary, &result)
-        guard status == errSecSuccess else { throw KeychainError(status: status, reason: "SecItemCopyMatching failed") }
+        guard status == errSecSuccess else { throw Self.failure(status, "SecItemCopyMatching") }
         return try Self.itemResult(result, itemClass: Self.itemClass(of: query))
     }
 
@@ -59,7 +59,7 @@ public struct SystemKeychain: KeychainStore {
         let dictionary = try Self.dictionary(query)
         let changes = try Self.dictionary(attributesToUpdate)
         let status = SecItemUpdate(dictionary as CFDictionary, changes as CFDictionary)
-        guard status == errSecSuccess else { throw KeychainError(status: status, reason: "SecItemUpdate failed") }
+        guard status == errSecSuccess else { throw Self.failure(status, "SecItemUpdate") }
     }
 
     /// `SecItemDelete`.
@@ -68,6 +68,19 @@ public struct SystemKeychain: KeychainStore {
     public func delete(_ query: KeychainQuery) throws {
         let dictionary = try Self.dictionary(query)
         let status = SecItemDelete(dictionary as CFDictionary)
-        guard status == errSecSuccess else { throw KeychainError(status: status, reason: "SecItemDelete failed") }
+        guard status == errSecSuccess else { throw Self.failure(status, "SecItemDelete") }
+    }
+}
+
+extension SystemKeychain {
+    /// The error of a failed SecItem call: its `OSStatus`, and on Linux the engine's reason (what went wrong and
+    /// what fixes it); Apple's functions give only the status.
+    static func failure(_ status: OSStatus, _ function: String) -> KeychainError {
+        #if canImport(Darwin)
+        return KeychainError(status: status, reason: "\(function) failed")
+        #else
+        let reason = SecItemBridge.lastFailureReason.map { "\(function) failed: \($0)" } ?? "\(function) failed"
+        return KeychainError(status: status, reason: reason)
+        #endif
     }
 }

@@ -18,8 +18,8 @@ struct KeystoneTool: ParsableCommand {
         commandName: "keystone",
         abstract: "Manage keychains, their passwords, certificates and keys, with the verbs of macOS `security`.",
         discussion: """
-        Keychains are files: a name without '/' means $XDG_DATA_HOME/keystone/NAME.keychain-db \
-        (~/.local/share/keystone when XDG_DATA_HOME is unset); `secret-service:` (or secret-service:COLLECTION) \
+        Keychains are files: a name without '/' means $KEYSTONE_KEYCHAIN_DIR/NAME.keychain-db (else \
+        $XDG_DATA_HOME/keystone, else ~/.local/share/keystone); `secret-service:` (or secret-service:COLLECTION) \
         names the freedesktop Secret Service instead, and etcd://host:port,…/NAME[?user=U] (etcds://…?ca=&cert=&key= \
         for TLS; the etcd password in KEYSTONE_ETCD_PASSWORD) a keychain kept in an etcd cluster, end-to-end \
         encrypted and shared by every machine that reaches it. The default keychain is $KEYSTONE_KEYCHAIN (a file \
@@ -28,7 +28,10 @@ struct KeystoneTool: ParsableCommand {
         unset) the one set with `default-keychain -s`, else login.keychain-db, created on first use. \
         `keystone doctor` says which is in use and why. \
         Errors print `keystone: <function>: <message>` and exit with the low byte of the OSStatus \
-        (item not found: 44, duplicate item: 45, keychain locked: 36); usage errors exit 2.
+        (item not found: 44, duplicate item: 45, keychain locked: 36); usage errors exit 2. \
+        Headless (no terminal): keychain passwords come from --password-file, the systemd credential \
+        keystone.keychain-password, KEYSTONE_PASSWORD_FILE or standard input, never from the environment; where the \
+        kernel keyring is refused (containers), unlock-keychain starts `keystone agent` so later commands see the unlock.
         """,
         subcommands: [
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self, EnrollMachine.self, SetKeychainSettings.self,

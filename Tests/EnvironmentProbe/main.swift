@@ -1,15 +1,12 @@
 import Foundation
 import Keystone
-#if os(Linux)
-import KeychainServices
-#endif
 
 // environment-probe ACCOUNT: the library round trip of the environment matrix (EnvironmentMatrixTests), run as a
 // child process in the environment a cell makes (another user, no home, no terminal, a seccomp filter, …).
 //   `Keychain()`, the default keychain an app gets with no setup, saves ACCOUNT's secret ("probe-" + ACCOUNT) and
 //   reads it back. Prints "ok" and exits 0; on a failure prints "failed STATUS: DESCRIPTION" on standard output and
-//   exits 1. KeychainError (through SecItem's OSStatus) carries no reason, so on Linux the probe adds the default
-//   engine's own error (KeychainServicesDefaults.currentEngine(): the EngineError an app can log), which names the fix.
+//   exits 1: the KeychainError exactly as an app would log it (on Linux its reason carries the engine's, which names
+//   the fix), nothing added.
 let arguments = CommandLine.arguments
 guard arguments.count == 2 else {
     FileHandle.standardError.write(Data("usage: environment-probe ACCOUNT\n".utf8))
@@ -28,10 +25,6 @@ do {
     print("ok")
     exit(0)
 } catch let error as KeychainError {
-    var engineReason = ""
-    #if os(Linux)
-    do { _ = try KeychainServicesDefaults.currentEngine() } catch { engineReason = " / the default keychain: \(error)" }
-    #endif
-    print("failed \(error.status): \(error.description)\(engineReason)")
+    print("failed \(error.status): \(error.description)")
     exit(1)
 }
