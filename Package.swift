@@ -333,6 +333,11 @@ let package = Package(
         ], swiftSettings: settings),
         // A child process for the keychain file's crash and multi-process tests.
         .executableTarget(name: "KeychainFileStress", dependencies: ["KeychainEngine", "KeychainFile"], path: "Tests/KeychainFileStress", swiftSettings: settings),
+        // The library round trip of the environment matrix (KeystoneCLITests' EnvironmentMatrixTests): `Keychain()` in
+        // the environment a test makes (another user, no home, no terminal, a seccomp filter).
+        .executableTarget(name: "EnvironmentProbe", dependencies: [
+            "Keystone", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
+        ], path: "Tests/EnvironmentProbe", swiftSettings: settings),
         // Runs a command with keyctl/add_key/request_key refused (EPERM), as Docker's default seccomp profile does.
         .executableTarget(name: "no-keyring-exec", path: "Tests/NoKeyringExec"),
         // A child process for the migration crash tests: a defaults migration or a fresh-install wipe against a keychain
@@ -379,11 +384,6 @@ let package = Package(
                 swiftSettings: settings),
         .testTarget(name: "SecretServiceDaemonTests", dependencies: ["SecretServiceDaemon"], swiftSettings: settings),
         .testTarget(name: "KeychainSecretServiceTests", dependencies: [
-        // The library round trip of the environment matrix (KeystoneCLITests' EnvironmentMatrixTests): `Keychain()` in
-        // the environment a test makes (another user, no home, no terminal, a seccomp filter).
-        .executableTarget(name: "EnvironmentProbe", dependencies: [
-            "Keystone", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
-        ], path: "Tests/EnvironmentProbe", swiftSettings: settings),
             "KeychainEngine", "KeychainServices", "SecretServiceDaemon",
             .target(name: "KeychainSecretService", condition: .when(platforms: linuxOnly)),
         ], swiftSettings: settings),
