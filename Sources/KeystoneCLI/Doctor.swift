@@ -56,7 +56,8 @@ struct Doctor: ParsableCommand {
         "enrolledFingers", "reason"}, "findings"}; "tpm" {"supported", "disabled", "tcti", "tctiSource" \
         ("KEYSTONE_TPM_TCTI", "TPM2TOOLS_TCTI", "TCTI" or "default"), "devices" [{"path", "exists", "accessible", \
         "owner", "group", "mode"}], "available", "status", "reason", "manufacturer", "vendor", "firmwareVersion", \
-        "specification", "findings"}; "etcd" (null unless an etcd keychain is in use) {"url", "endpoints" \
+        "specification", "findings"}; "credentialHelpers" [findings: git and docker set up to use keystone, \
+        their helpers on PATH]; "etcd" (null unless an etcd keychain is in use) {"url", "endpoints" \
         [{"endpoint", "reachable", "error", "version", "memberID", "dbSize", "leader"}], "members" [{"id", "name", \
         "clientURLs", "healthy", "error", "leader"}], "membersError", "leader" {"id", "name"}, "keychain" \
         {"exists", "error", "status", "headerFormat", "lockAfterTimeout", "emptyPassword", "lockState", \
@@ -96,6 +97,7 @@ struct Doctor: ParsableCommand {
                 "secretService": secretService.json,
                 "authentication": authentication.json.merging(["findings": authentication.findings.map(\.json)]) { $1 },
                 "tpm": tpm.json,
+                "credentialHelpers": CredentialHelpersReport.json,
                 "settings": ["directory": ToolConfig.directory, "problem": settingsProblem ?? NSNull()] as [String: Any],
                 "ok": ok,
             ] as [String: Any]))
@@ -112,6 +114,7 @@ struct Doctor: ParsableCommand {
             text += "Secret Service: \(secretService.argument)\(secretService.inUse ? "" : " (not in use)")\n" + Self.lines(secretService.findings)
             text += "authentication (LAContext, access-controlled items):\n" + Self.lines(authentication.findings)
             text += "TPM 2.0 (Secure Enclave keys, sealed keychains):\n" + Self.lines(tpm.findings)
+            text += CredentialHelpersReport.section
             text += ok ? "result: ok — the storage in use can be used\n"
                 : "result: PROBLEM — the \(etcdInUse ? "etcd keychain" : secretServiceInUse ? "Secret Service" : "keychain file") in use cannot be used as it is; see the fixes above\n"
             writeOut(Redaction.redacted(text))

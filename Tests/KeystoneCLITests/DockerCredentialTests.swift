@@ -148,4 +148,24 @@ struct DockerCredentialTests {
         #expect(try home.run("keystone", ["credential-helper", "install", "git", "--uninstall"]).status == 0)
         #expect(try home.run("git", ["config", "--global", "--get-all", "credential.helper"]).stdout == "cache\n")
     }
+    @Test("doctor reports whether git and docker use keystone and whether their helpers are on PATH",
+          .disabled(if: CredentialHome.binaries == nil || GitCredentialTests.git == nil))
+    func doctorSection() throws {
+        let home = try CredentialHome()
+        defer { home.remove() }
+        func findings() throws -> [String: String] {
+            let run = try home.run("keystone", ["doctor", "--json"])
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout) \(run.stderr)")
+            let list = try #require(object["credentialHelpers"] as? [[String: Any]])
+            return Dictionary(uniqueKeysWithValues: list.map { ($0["check"] as? String ?? "", $0["severity"] as? String ?? "") })
+        }
+        #expect(try findings() == ["git": "note", "docker": "note"])
+        #expect(try home.run("keystone", ["credential-helper", "install", "docker"]).status == 0)
+        #expect(try home.run("keystone", ["credential-helper", "install", "git"]).status == 0)
+        #expect(try findings() == ["git": "ok", "docker": "ok"])
+        // Set up, but the helper is not on PATH: a warning.
+        let path = try #require(CredentialHome.search("git", home.environment["PATH"] ?? "")).split(separator: "/").dropLast().joined(separator: "/")
+        let run = try home.run(try #require(CredentialHome.binaries) + "/keystone", ["doctor"], changes: ["PATH": "/" + path])
+        #expect(run.stdout.contains("warning  git: is set to use keystone, but git-credential-keystone is not on PATH"), "\(run.stdout)")
+    }
 }
