@@ -281,7 +281,9 @@ let package = Package(
         ], swiftSettings: settings),
 
         // git's and docker's credential-helper protocols over a keychain (KeychainFile only: the helpers start fast).
-        .target(name: "KeystoneCredentialHelpers", dependencies: ["KeychainEngine", "KeychainFile"], swiftSettings: settings),
+        .target(name: "KeystoneCredentialHelpers", dependencies: [
+            "KeychainEngine", "KeychainFile", .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: settings),
         .executableTarget(name: "GitCredentialKeystone", dependencies: ["KeystoneCredentialHelpers"], swiftSettings: settings),
         .executableTarget(name: "DockerCredentialKeystone", dependencies: ["KeystoneCredentialHelpers"], swiftSettings: settings),
         // The `keystone` command-line tool, with macOS `security`'s verbs.

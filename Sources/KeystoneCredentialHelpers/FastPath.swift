@@ -1,6 +1,7 @@
 import Foundation
 import KeychainEngine
 import KeychainFile
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,6 +21,13 @@ public enum CredentialHelperMain {
 
     /// Runs the helper with the process's arguments and exits.
     public static func main(_ kind: Kind) -> Never {
+        // As the keystone tool: the helper reports problems itself; the operator log shows errors only, unless
+        // KEYSTONE_LOG_LEVEL asks for more (a library warning must not reach git's or docker's user as noise).
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = ProcessInfo.processInfo.environment["KEYSTONE_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+            return handler
+        }
         let arguments = Array(CommandLine.arguments.dropFirst())
         var keychain: String?
         var verb: String?
