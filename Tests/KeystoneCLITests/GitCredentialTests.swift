@@ -311,9 +311,9 @@ final class GitHTTPServer {
         port = try #require(Int(String(decoding: line, as: UTF8.self)), "the test server printed its port")
     }
 
-    /// Ends the server (SIGTERM). Not followed by waitUntilExit, which can miss the exit of a process terminated
-    /// this way on Linux's Foundation and wait for ever; Foundation reaps it.
+    /// Ends the server with SIGKILL: it inherits the test process's blocked signals (SIGTERM among them), so
+    /// `terminate()` would leave it running. Foundation reaps it.
     func stop() {
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
     }
 }
