@@ -52,11 +52,15 @@ done
 
 runs="${BENCH_RUNS:-200}"
 echo "== git: get, whole process ($build) =="
-hyperfine --warmup 10 --runs "$runs" --style basic --export-markdown "$work/git.md" \
-    -n git-credential-store "git credential-store --file $work/plain get < $work/git-get" \
-    -n git-credential-cache "git credential-cache --socket $work/cache.sock get < $work/git-get" \
-    -n git-credential-keystone "git-credential-keystone get < $work/git-get" \
-    -n "keystone credential-helper git get" "keystone credential-helper git get < $work/git-get"
+# hyperfine 1.15 has no --input: each command is `sh -c '… < FILE'` without hyperfine's own shell (-N), so every row
+# includes the same sh start (about 0.7 ms; the `sh -c true` row) rather than a shell-time correction that is noisy
+# below 5 ms.
+hyperfine -N --warmup 10 --runs "$runs" --style basic --export-markdown "$work/git.md" \
+    -n "sh -c true (the wrapper alone)" "sh -c true" \
+    -n git-credential-store "sh -c 'git credential-store --file $work/plain get < $work/git-get'" \
+    -n git-credential-cache "sh -c 'git credential-cache --socket $work/cache.sock get < $work/git-get'" \
+    -n git-credential-keystone "sh -c 'git-credential-keystone get < $work/git-get'" \
+    -n "keystone credential-helper git get" "sh -c 'keystone credential-helper git get < $work/git-get'"
 cat "$work/git.md"
 
 echo "== docker: get, whole process; the Secret Service helpers on a private gnome-keyring =="
@@ -66,11 +70,11 @@ dbus-run-session -- bash -c '
     printf "%s" "$1" | docker-credential-secretservice store
     printf "%s" "$1" | KEYSTONE_KEYCHAIN=secret-service: docker-credential-keystone store
     printf "protocol=https\nhost=git.example.com\nusername=alice\npassword=bench-password\n\n" | git-credential-keystone --keychain secret-service: store
-    hyperfine --warmup 10 --runs "$2" --style basic --export-markdown "$3/docker.md" \
-        -n docker-credential-pass "docker-credential-pass get < $3/docker-get" \
-        -n docker-credential-secretservice "docker-credential-secretservice get < $3/docker-get" \
-        -n "docker-credential-keystone (keychain file)" "docker-credential-keystone get < $3/docker-get" \
-        -n "docker-credential-keystone (Secret Service)" "KEYSTONE_KEYCHAIN=secret-service: docker-credential-keystone get < $3/docker-get" \
-        -n "git-credential-keystone (Secret Service)" "git-credential-keystone --keychain secret-service: get < $3/git-get"
+    hyperfine -N --warmup 10 --runs "$2" --style basic --export-markdown "$3/docker.md" \
+        -n docker-credential-pass "sh -c \"docker-credential-pass get < $3/docker-get\"" \
+        -n docker-credential-secretservice "sh -c \"docker-credential-secretservice get < $3/docker-get\"" \
+        -n "docker-credential-keystone (keychain file)" "sh -c \"docker-credential-keystone get < $3/docker-get\"" \
+        -n "docker-credential-keystone (Secret Service)" "sh -c \"KEYSTONE_KEYCHAIN=secret-service: docker-credential-keystone get < $3/docker-get\"" \
+        -n "git-credential-keystone (Secret Service)" "sh -c \"git-credential-keystone --keychain secret-service: get < $3/git-get\""
     cat "$3/docker.md"
 ' bench "$docker_item" "$runs" "$work"

@@ -75,6 +75,9 @@ struct CredentialHelper: ParsableCommand {
                 // git: nothing on standard output is "no credential"; git then asks its next helper or the user.
                 writeErr(failure.message + "\n")
                 if verb != "get" { throw ExitCode(1) }
+            } catch let error as CredentialHelperError {
+                writeErr(Redaction.redacted(error.message) + "\n")
+                if verb != "get" { throw ExitCode(1) }
             }
         }
     }
@@ -109,6 +112,10 @@ struct CredentialHelper: ParsableCommand {
                 // docker reads errors on standard output; "not found" lets it go on without a credential.
                 writeErr(failure.message + "\n")
                 outcome = verb == .get ? .notFound : .init(failure.message + "\n", 1)
+            } catch let error as CredentialHelperError {
+                let message = Redaction.redacted(error.message)
+                writeErr(message + "\n")
+                outcome = verb == .get ? .notFound : .init(message + "\n", 1)
             }
             writeOut(outcome.output)
             if outcome.status != 0 { throw ExitCode(outcome.status) }

@@ -2,8 +2,10 @@
 import CSecretService
 import Foundation
 import KeychainEngine
-import KeychainSecretService
 import KeystoneCredentialHelpers
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // The credential helpers on the Secret Service (`--keychain secret-service:[COLLECTION]`), in the formats of the
 // helpers already there, so that each finds what the other stored.
@@ -31,33 +33,75 @@ final class CredentialSecretService {
     let spec: String
     let collection: String
 
+    /// Connects to the Secret Service on the session bus and finds the collection `spec` names: `secret-service:` (the
+    /// `default` alias), `secret-service:NAME` (an alias, else a collection's label, else an object path).
+    ///
+    /// - Throws: ``CredentialHelperError`` (`errSecNotAvailable`) when there is no bus, no service or no such collection.
     init(spec: String) throws {
-        let storage: SecretServiceStorage
-        do { storage = try openSecretService(spec, function: "credential-helper") } catch let failure as ToolFailure {
-            throw CredentialHelperRun.Failure(failure.message)
+        let environment = ProcessInfo.processInfo.environment
+        var address = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        if address.isEmpty, let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            var info = stat()
+            if stat(runtime + "/bus", &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK { address = "unix:path=\(runtime)/bus" }
+        }
+        guard !address.isEmpty else {
+            throw CredentialHelperError(Status.notAvailable, "keystone: credential-helper: no D-Bus session bus for the Secret Service (\(spec)): DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist")
         }
         var error = ks_error()
-        guard let service = ks_service_open(storage.busAddress, 5_000, nil, &error) else {
+        guard let service = ks_service_open(address, 5_000, nil, &error) else {
             defer { ks_error_clear(&error) }
-            throw CredentialHelperRun.Failure("keystone: credential-helper: the Secret Service (\(spec)) cannot be reached: \(Self.message(error))")
+            throw CredentialHelperError(Status.notAvailable, "keystone: credential-helper: the Secret Service (\(spec)) cannot be reached: \(Self.message(error))")
         }
         self.service = service
         self.spec = spec
-        collection = storage.collectionPath
+        let name = spec.hasPrefix("secret-service:") ? String(spec.dropFirst("secret-service:".count)) : ""
+        guard let path = Self.collection(service, name.isEmpty ? "default" : name) else {
+            ks_service_free(service)
+            throw CredentialHelperError(Status.notAvailable, "keystone: credential-helper: the Secret Service has no collection \(name.isEmpty ? "for its default alias" : name) (\(spec))")
+        }
+        collection = path
+    }
+
+    /// A collection by alias, label or object path.
+    private static func collection(_ service: OpaquePointer, _ name: String) -> String? {
+        var error = ks_error()
+        defer { ks_error_clear(&error) }
+        if let alias = ks_read_alias(service, name, nil, &error) {
+            defer { ks_free(alias) }
+            let path = String(cString: alias)
+            if path != "/" { return path }
+        }
+        ks_error_clear(&error)
+        guard let all = ks_collections(service, nil, &error) else { return nil }
+        defer { ks_strfreev(all) }
+        var index = 0
+        while let entry = all[index] {
+            let path = String(cString: entry)
+            index += 1
+            if path == name { return path }
+            var label: UnsafeMutablePointer<CChar>?
+            var locked: Int32 = 0
+            if ks_collection_info(service, path, &label, &locked, nil, &error) == 0, let label {
+                defer { ks_free(label) }
+                if String(cString: label) == name { return path }
+            }
+            ks_error_clear(&error)
+        }
+        return nil
     }
 
     deinit { ks_service_free(service) }
 
     static func message(_ error: ks_error) -> String { error.message.map { String(cString: $0) } ?? "error \(error.kind.rawValue)" }
 
-    func failure(_ what: String, _ error: inout ks_error) -> CredentialHelperRun.Failure {
+    func failure(_ what: String, _ error: inout ks_error) -> CredentialHelperError {
         defer { ks_error_clear(&error) }
         if error.kind == KS_LOCKED { return lockedFailure() }
-        return CredentialHelperRun.Failure("keystone: credential-helper: \(what) on the Secret Service (\(spec)) failed: \(Self.message(error))")
+        return CredentialHelperError(Status.notAvailable, "keystone: credential-helper: \(what) on the Secret Service (\(spec)) failed: \(Self.message(error))")
     }
 
-    func lockedFailure() -> CredentialHelperRun.Failure {
-        CredentialHelperRun.Failure("keystone: credential-helper: the Secret Service collection \(spec) is locked: unlock it with `keystone unlock-keychain \(spec)` (the Secret Service shows its own prompt), in Seahorse, or by logging in to the desktop")
+    func lockedFailure() -> CredentialHelperError {
+        CredentialHelperError(Status.interactionNotAllowed, "keystone: credential-helper: the Secret Service collection \(spec) is locked: unlock it with `keystone unlock-keychain \(spec)` (the Secret Service shows its own prompt), in Seahorse, or by logging in to the desktop")
     }
 
     /// Fails at once when the collection is locked.
