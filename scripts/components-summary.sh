@@ -34,6 +34,11 @@ COMPONENTS = [
     ("openssl", r"openssl"),
     ("pass/gpg", r"\bpass\b|password-store|gpg"),
     ("TLS server", r"real TLS server"),
+    ("git", r"real git|git-credential-libsecret"),
+    ("docker credential clients", r"docker's credential-helper protocol through a real client|docker-credential-secretservice|python3-docker"),
+    ("no-keyring seccomp", r"no-keyring-exec|kernel keyring is refused|Environment matrix"),
+    ("Hummingbird server", r"Hummingbird app"),
+    ("systemd-analyze", r"systemd unit"),
 ]
 
 suite_line = re.compile(r'^(✔|✘|➜) Suite "(.*)" (passed|failed|skipped)(?:: "(.*)")?')

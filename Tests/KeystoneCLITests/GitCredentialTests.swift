@@ -24,7 +24,7 @@ struct GitCredentialTests {
 
     func credential(_ lines: String...) -> String { lines.joined(separator: "\n") + "\n\n" }
 
-    @Test("git credential approve, fill and reject round-trip through the helper", .disabled(if: skipReason != nil))
+    @Test("git credential approve, fill and reject round-trip through the helper", .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func approveFillReject() throws {
         let home = try home()
         defer { home.remove() }
@@ -44,7 +44,7 @@ struct GitCredentialTests {
     }
 
     @Test("an item is an internet password as git-credential-osxkeychain stores it (server, protocol, port, path, account)",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func itemShape() throws {
         let home = try home()
         defer { home.remove() }
@@ -62,7 +62,7 @@ struct GitCredentialTests {
     }
 
     @Test("an expired password_expiry_utc is not returned; a later one is, with the oauth_refresh_token kept out of the attributes",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func expiryAndRefreshToken() throws {
         let home = try home()
         defer { home.remove() }
@@ -79,7 +79,7 @@ struct GitCredentialTests {
         #expect(!dump.stdout.contains("refresh-tok-77"))
     }
 
-    @Test("erase removes only the matching item, and only when it holds git's password", .disabled(if: skipReason != nil))
+    @Test("erase removes only the matching item, and only when it holds git's password", .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func eraseOnlyMatching() throws {
         let home = try home()
         defer { home.remove() }
@@ -94,7 +94,7 @@ struct GitCredentialTests {
     }
 
     @Test("unknown attributes, capability[] and wwwauth[] are ignored; quit=1 does nothing; store replaces in place",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func protocolDetails() throws {
         let home = try home()
         defer { home.remove() }
@@ -114,7 +114,7 @@ struct GitCredentialTests {
     }
 
     @Test("a locked keychain with no terminal answers at once: nothing on standard output, exit 0, the fix on standard error",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func lockedHeadless() throws {
         let home = try home()
         defer { home.remove() }
@@ -141,7 +141,7 @@ struct GitCredentialTests {
     }
 
     @Test("with a terminal, a locked keychain's password is asked once, never echoed, and the credential is returned",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func lockedWithTerminal() throws {
         let home = try home()
         defer { home.remove() }
@@ -178,7 +178,7 @@ struct GitCredentialTests {
     }
 
     @Test("a clone over HTTP takes its password from the helper; after reject it fails, and a wrong stored password is erased by git",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func cloneOverHTTP() throws {
         let home = try home()
         defer { home.remove() }
@@ -203,7 +203,7 @@ struct GitCredentialTests {
         #expect(try home.gitHelper("get", ["protocol=http", "host=127.0.0.1:\(server.port)"]).stdout.isEmpty)
     }
 
-    @Test("1,000 concurrent get/store calls from 8 processes keep every acknowledged store", .disabled(if: skipReason != nil))
+    @Test("1,000 concurrent get/store calls from 8 processes keep every acknowledged store", .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func concurrentStores() throws {
         let home = try home()
         defer { home.remove() }

@@ -35,7 +35,7 @@ struct SecretServiceCredentialTests {
     func request(_ lines: String...) -> String { lines.joined(separator: "\n") + "\n\n" }
 
     @Test("git-credential-libsecret finds what git-credential-keystone stored on the Secret Service, and the reverse (port, path, erase)",
-          .disabled(if: skipReason != nil || libsecretHelper == nil))
+          .disabled(if: skipReason != nil || libsecretHelper == nil, Comment(rawValue: skipReason ?? "git's libsecret helper could not be compiled from \(libsecretSource) (Debian's git package ships it)")))
     func gitInterop() throws {
         let daemon = try SecretServiceDaemon.start()
         defer { daemon.stop() }
@@ -70,7 +70,7 @@ struct SecretServiceCredentialTests {
     }
 
     @Test("docker-credential-secretservice finds what docker-credential-keystone stored on the Secret Service, and the reverse (get, list, erase)",
-          .disabled(if: skipReason != nil || dockerSecretService == nil))
+          .disabled(if: skipReason != nil || dockerSecretService == nil, Comment(rawValue: skipReason ?? "docker-credential-secretservice is not installed (apt-get install golang-docker-credential-helpers)")))
     func dockerInterop() throws {
         let daemon = try SecretServiceDaemon.start()
         defer { daemon.stop() }
@@ -107,7 +107,7 @@ struct SecretServiceCredentialTests {
     }
 
     @Test("a locked collection: git gets no credential and docker 'not found' at once, no prompt, the fix on standard error",
-          .disabled(if: skipReason != nil))
+          .disabled(if: skipReason != nil, Comment(rawValue: skipReason ?? "")))
     func lockedCollection() throws {
         let daemon = try SecretServiceDaemon.start()
         defer { daemon.stop() }
