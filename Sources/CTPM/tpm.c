@@ -292,6 +292,19 @@ static void remember_orphans(ks_tpm *tpm) {
 static void forget_handle(ks_tpm *tpm, ESYS_TR *handle);
 static void cache_clear(ks_tpm *tpm);
 
+/// Adds the TPM handles of the objects `tpm` holds to `live` (at most `capacity`); returns the new count.
+static int live_handles(ks_tpm *tpm, TPM2_HANDLE *live, int count, int capacity) {
+    ESYS_TR objects[1 + KS_TPM_KEY_CACHE_SIZE];
+    objects[0] = tpm->primary;
+    for (int i = 0; i < KS_TPM_KEY_CACHE_SIZE; i++) objects[1 + i] = tpm->cache[i].handle;
+    for (int i = 0; i < 1 + KS_TPM_KEY_CACHE_SIZE && count < capacity; i++) {
+        TPM2_HANDLE handle = 0;
+        if (objects[i] != ESYS_TR_NONE && Esys_TR_GetTpmHandle(tpm->esys, objects[i], &handle) == TSS2_RC_SUCCESS)
+            live[count++] = handle;
+    }
+    return count;
+}
+
 /// Flushes the orphans of this handle's TCTI that are still loaded (see above); returns how many were flushed.
 /// Orphans the TPM reported gone or replaced are dropped; those it did not answer about are kept for later.
 static int reclaim_orphans(ks_tpm *tpm) {
@@ -307,10 +320,30 @@ static int reclaim_orphans(ks_tpm *tpm) {
         }
     }
     pthread_mutex_unlock(&orphans_lock);
+    // The TPM handles this process's open handles on the same TPM hold now: an orphan at one of them is not an orphan
+    // any more (the TPM restarted and gave the handle to the same deterministic primary key again): never flush it.
+    // Such a handle busy on another thread cannot be asked: then nothing is reclaimed this time.
+    TPM2_HANDLE live[64];
+    int live_count = live_handles(tpm, live, 0, 64);
+    int busy = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (ks_tpm *other = registry_head; other; other = other->next) {
+        if (other == tpm || strcmp(other->tcti_conf, tpm->tcti_conf) != 0) continue;
+        if (pthread_mutex_trylock(&other->op_lock) != 0) {
+            busy = 1;
+            break;
+        }
+        live_count = live_handles(other, live, live_count, 64);
+        pthread_mutex_unlock(&other->op_lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
     int flushed = 0;
     for (int i = 0; i < count; i++) {
-        if (!usable(tpm)) {
-            // The TPM stopped answering: keep the rest for a later handle.
+        int in_use = 0;
+        for (int j = 0; j < live_count; j++) in_use |= live[j] == mine[i].handle;
+        if (in_use) continue;  // dropped: the object at that handle is a live one's
+        if (busy || !usable(tpm)) {
+            // Another handle is busy, or the TPM stopped answering: keep it for later.
             pthread_mutex_lock(&orphans_lock);
             if (orphan_count < KS_TPM_MAX_ORPHANS) orphans[orphan_count++] = mine[i];
             pthread_mutex_unlock(&orphans_lock);
