@@ -12,7 +12,7 @@ import KeychainTPM
 #endif
 
 // `keystone-benchmarks never-hang [--backends secret-service,etcd,tpm,file] [--calls N] [--callers 1,4] [--seed S]
-//                                 [--deadline-ms MS] [--margin-ms MS] [--chaos-log PATH]`
+//                                 [--deadline-ms MS] [--margin-ms MS] [--think-ms MS] [--chaos-log PATH] [--tpm-lockout]`
 //
 // "Never hang, measured": N calls (default 10,000) against each backend while a chaos thread stops (SIGSTOP),
 // continues, kills and restarts the process behind it at random moments, from a seeded generator whose seed is printed
@@ -36,6 +36,12 @@ import KeychainTPM
 // is reported, with the worst listed. Deadlines are set short so that 10,000 calls take minutes: the Secret Service's
 // call timeout (`Options.callTimeout`), etcd's request timeout (`?timeout=`), the TPM token's timeout
 // (`TPMSecureEnclaveToken(tcti:timeout:)`), the file's busy timeout (`KeychainFile.busyTimeout`); the line says which.
+// Each caller waits --think-ms (default 5 ms) between calls, so that the fast backends meet many faults in N calls.
+// Once the chaos ends (every process running again), each operation is retried until it succeeds, for at most 60 s:
+// the line says how long the backend took to recover, or that it did not. On the TPM, swtpm's dictionary-attack
+// lockout is relaxed first (`tpm2_dictionarylockout -s`; `--tpm-lockout` keeps swtpm's defaults): every kill is a
+// non-orderly shutdown, which the TPM counts against Keystone's keys (they are DA-protected) at its next start-up,
+// and after a few kills the keys lock out, which would hide everything else.
 // A call still running after 60 s is a hang: the run prints it and exits with status 3.
 
 /// The command line of the `never-hang` benchmark.
