@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <tss2/tss2_esys.h>
@@ -383,11 +384,25 @@ static void make_room(ks_tpm *tpm) {
 
 static void cache_clear(ks_tpm *tpm);
 
+// tpm2-tss logs every failure to standard error (ERROR:tcti:…, 44 lines on a machine without a TPM), including the
+// ones Keystone reports as typed errors. Decision: quiet unless asked: TSS2_LOG set by the user is kept as it is;
+// KEYSTONE_LOG_LEVEL=debug or trace keeps tpm2-tss's default logging; otherwise TSS2_LOG=all+NONE. tpm2-tss reads
+// TSS2_LOG when a module logs for the first time, so this runs once, before the first TCTI or ESAPI call.
+static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
+static void quiet_tss2_logging_once(void) {
+    if (getenv("TSS2_LOG") != NULL) return;
+    const char *level = getenv("KEYSTONE_LOG_LEVEL");
+    if (level && (strcasecmp(level, "debug") == 0 || strcasecmp(level, "trace") == 0)) return;
+    setenv("TSS2_LOG", "all+NONE", 0);
+}
+void ks_tpm_quiet_logging(void) { pthread_once(&quiet_once, quiet_tss2_logging_once); }
+
 int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err) {
     return ks_tpm_open_with_timeout(tcti_conf, KS_TPM_DEFAULT_TIMEOUT_MS, out, err);
 }
 
 int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm **out, ks_tpm_error *err) {
+    ks_tpm_quiet_logging();
     clear_error(err);
     *out = NULL;
     ks_tpm *tpm = calloc(1, sizeof *tpm);

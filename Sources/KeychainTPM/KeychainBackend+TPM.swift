@@ -1,4 +1,5 @@
 #if os(Linux)
+import CTPM
 import Foundation
 import KeychainEngine
 import KeychainServices
@@ -11,7 +12,10 @@ extension KeychainBackend {
     ///
     /// Install it at start-up: `KeychainServicesDefaults.bootstrap(.tpm)`.
     public static var tpm: KeychainBackend {
-        KeychainBackend(name: "tpm", product: "KeychainTPM", secureEnclave: { environment in
+        // tpm2-tss's own logging to standard error stays off unless TSS2_LOG or KEYSTONE_LOG_LEVEL=debug asks for it:
+        // set here, at start-up, before threads read the environment (see ks_tpm_quiet_logging).
+        ks_tpm_quiet_logging()
+        return KeychainBackend(name: "tpm", product: "KeychainTPM", secureEnclave: { environment in
             TPMSecureEnclaveToken.standard(environment: environment)
         })
     }

@@ -221,8 +221,8 @@ public struct TPMInfo: Sendable, Hashable {
 ///   wrapped by this TPM's storage key, so it works only with this TPM. Keys need no authorization value
 ///   (`userWithAuth` with an empty one): whoever can open the TPM and holds the blob can use the key.
 ///
-/// tpm2-tss logs failures to standard error (`ERROR:esys:...`), including those this type reports as a
-/// ``TPMError``; `TSS2_LOG=all+NONE` in the environment silences it.
+/// tpm2-tss's own log lines (`ERROR:esys:...` on standard error) are off: every failure is reported as a
+/// ``TPMError``. `KEYSTONE_LOG_LEVEL=debug` (or `trace`), or `TSS2_LOG` set to any value, keeps tpm2-tss's logging.
 public final class TPMDevice: Sendable {
     /// The C handle.
     ///

@@ -178,6 +178,27 @@ struct UnreachableTPMCLITests {
         #expect((tpm["reason"] as? String)?.contains("no TPM at \(tcti)") == true)
     }
 
+    @Test("no TPM device: doctor prints none of tpm2-tss's log lines; KEYSTONE_LOG_LEVEL=debug or TSS2_LOG bring them back")
+    func noTPMIsQuiet() throws {
+        let sandbox = Sandbox()
+        defer { try? FileManager.default.removeItem(at: sandbox.root) }
+        let keystone = try #require(Sandbox.binary, "the keystone binary is built by `swift build`")
+        var environment = sandbox.environment
+        environment["KEYSTONE_TPM_TCTI"] = "device:\(sandbox.root.path)/no-such-tpm"
+        environment["TSS2_LOG"] = nil
+        environment["KEYSTONE_LOG_LEVEL"] = nil
+        let quiet = try Run.launch(keystone, ["doctor"], environment: environment)
+        #expect(quiet.stdout.contains(" tpm: cannot be used: "), "\(quiet.stdout)")
+        #expect(!quiet.stderr.contains("ERROR:") && !quiet.stderr.contains("WARNING:"), "\(quiet.stderr)")
+        environment["KEYSTONE_LOG_LEVEL"] = "debug"
+        let debug = try Run.launch(keystone, ["doctor"], environment: environment)
+        #expect(debug.stderr.contains("ERROR:tcti:"), "\(debug.stderr)")
+        environment["KEYSTONE_LOG_LEVEL"] = nil
+        environment["TSS2_LOG"] = "tcti+ERROR"
+        let asked = try Run.launch(keystone, ["doctor"], environment: environment)
+        #expect(asked.stderr.contains("ERROR:tcti:"), "\(asked.stderr)")
+    }
+
     @Test("create-keychain --tpm with no TPM answering: errSecNotAvailable (exit 53), nothing created, no warning")
     func createUnreachable() throws {
         let sandbox = Sandbox()

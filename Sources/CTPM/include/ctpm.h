@@ -94,6 +94,10 @@ int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err);
 /// "swtpm:..." configuration (host=, port=, path=) uses Keystone's own swtpm transport, which keeps the deadline
 /// for connecting and sending too.
 int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm **out, ks_tpm_error *err);
+/// Turns tpm2-tss's logging to standard error off (TSS2_LOG=all+NONE) unless TSS2_LOG is set or KEYSTONE_LOG_LEVEL is
+/// debug or trace; once per process. ks_tpm_open_with_timeout calls it; call it earlier from start-up code to make
+/// sure no other thread reads the environment meanwhile.
+void ks_tpm_quiet_logging(void);
 
 /// Flushes the cached keys and the primary key (unless the connection was lost or a command timed out), finalizes
 /// the ESAPI context and the TCTI. NULL is allowed.
