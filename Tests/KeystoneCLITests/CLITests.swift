@@ -56,6 +56,8 @@ struct Sandbox {
         env["XDG_DATA_HOME"] = root.appendingPathComponent("data").path
         env["XDG_CONFIG_HOME"] = root.appendingPathComponent("config").path
         env["KEYSTONE_KEYCHAIN"] = nil
+        // KEYSTONE_KEYCHAIN_DIR comes before XDG_DATA_HOME: a CI or user setting must not take the sandbox's keychains.
+        env["KEYSTONE_KEYCHAIN_DIR"] = nil
         return env
     }
 

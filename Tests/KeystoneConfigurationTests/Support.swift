@@ -104,6 +104,7 @@ func keystone(_ arguments: [String], input: String? = nil, home: URL) throws -> 
     environment["XDG_DATA_HOME"] = home.appendingPathComponent("data").path
     environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
     environment["KEYSTONE_KEYCHAIN"] = nil
+    environment["KEYSTONE_KEYCHAIN_DIR"] = nil  // it comes before XDG_DATA_HOME
     process.environment = environment
     let stdin = Pipe(), stderr = Pipe()
     process.standardInput = stdin

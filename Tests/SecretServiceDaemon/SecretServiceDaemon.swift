@@ -140,6 +140,7 @@ public final class SecretServiceDaemon: @unchecked Sendable {
             }
             environment["HOME"] = "\(root)/home"
             environment["XDG_DATA_HOME"] = "\(root)/data"
+            environment["KEYSTONE_KEYCHAIN_DIR"] = nil  // it comes before XDG_DATA_HOME
             environment["XDG_RUNTIME_DIR"] = "\(root)/runtime"
             environment["XDG_CONFIG_HOME"] = "\(root)/config"
             environment["XDG_CACHE_HOME"] = "\(root)/cache"
