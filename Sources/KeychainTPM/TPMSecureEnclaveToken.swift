@@ -42,10 +42,13 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
 
     /// A token on the TPM at `tcti` (default: ``TPMDevice/defaultTCTI(environment:)``). Opens nothing yet.
     ///
-    /// - Parameter timeout: the most each TPM command may take (``TPMDevice/init(tcti:timeout:)``; default
-    ///   ``TPMDevice/defaultTimeout``, 30 s). A call sends one command, or a few when it loads a key (or opens the
-    ///   TPM again). A TPM that has not answered by then fails the call with `errSecNotAvailable`, and the next call
-    ///   opens it again. Tokens share a device only when their TCTI configuration and timeout are the same.
+    /// - Parameters:
+    ///   - tcti: a tctildr configuration (`"device:/dev/tpmrm0"`, `"swtpm:host=127.0.0.1,port=2321"`, …); nil for
+    ///     tctildr's default.
+    ///   - timeout: the most each TPM command may take (``TPMDevice/init(tcti:timeout:)``; default
+    ///     ``TPMDevice/defaultTimeout``, 30 s). A call sends one command, or a few when it loads a key (or opens the
+    ///     TPM again). A TPM that has not answered by then fails the call with `errSecNotAvailable`, and the next call
+    ///     opens it again. Tokens share a device only when their TCTI configuration and timeout are the same.
     public init(tcti: String? = TPMDevice.defaultTCTI(), timeout: Duration = TPMDevice.defaultTimeout) {
         self.tcti = tcti
         self.timeout = timeout

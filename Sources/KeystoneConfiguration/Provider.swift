@@ -104,7 +104,13 @@ public final class KeystoneConfigProvider: Sendable {
     /// A provider over any store of the typed API (an `InMemoryKeychain`, `Keychain()` on Apple platforms, a store of
     /// your own). Its changes are polled (``KeychainChangeSource/automatic`` polls every 5 seconds).
     ///
-    /// - Parameter keychainName: how errors name the keychain.
+    /// - Parameters:
+    ///   - keychain: the typed API's keychain whose items serve the values.
+    ///   - keychainName: how errors name the keychain.
+    ///   - mapping: how configuration keys name items (``KeychainKeyMapping/service(_:separator:)``).
+    ///   - changes: how ``run()`` learns of changes (a poll every 5 seconds by default).
+    ///   - name: shown in ``providerName``.
+    ///   - logger: where reload failures are logged (never a value).
     public convenience init(keychain: Keychain, keychainName: String, mapping: KeychainKeyMapping,
                             changes: KeychainChangeSource = .automatic, name: String? = nil, logger: Logger? = nil) {
         self.init(keychain: keychain, engine: (keychain.store as? any EngineBackedStore)?.engine, keychainName: keychainName,
