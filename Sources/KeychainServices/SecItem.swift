@@ -92,11 +92,16 @@ public enum SecItemBridge {
     ///
     /// Apple's functions return a bare `OSStatus`; on Linux the engine knows more (a keychain directory that
     /// cannot be written names `KEYSTONE_KEYCHAIN_DIR`), and ``SystemKeychain`` in Keystone passes it on.
+    ///
+    /// Kept in a pthread-specific box, made on a thread's first failure: clearing it on every call costs one
+    /// `pthread_getspecific` (no Foundation thread dictionary on the SecItem path).
     package static var lastFailureReason: String? {
-        get { Thread.current.threadDictionary[reasonKey] as? String }
-        set { Thread.current.threadDictionary[reasonKey] = newValue }
+        get { FailureReasonBox.existing?.reason }
+        set {
+            if let box = FailureReasonBox.existing { box.reason = newValue }
+            else if let newValue { FailureReasonBox.make().reason = newValue }
+        }
     }
-    private static let reasonKey = "keystone.SecItem.lastFailureReason"
 
     /// The typed form of a dictionary of `Any` values.
     ///
@@ -182,4 +187,31 @@ public enum SecItemBridge {
         }
     }
 }
+/// This thread's last SecItem failure reason (``SecItemBridge/lastFailureReason``): one box per thread that failed,
+/// released with the thread.
+private final class FailureReasonBox {
+    var reason: String?
+
+    /// The key; its destructor releases a thread's box when the thread ends.
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { pointer in
+            if let pointer { Unmanaged<FailureReasonBox>.fromOpaque(pointer).release() }
+        }
+        return key
+    }()
+
+    /// This thread's box, if it has one.
+    static var existing: FailureReasonBox? {
+        pthread_getspecific(key).map { Unmanaged<FailureReasonBox>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// A new box for this thread (it has none).
+    static func make() -> FailureReasonBox {
+        let box = FailureReasonBox()
+        pthread_setspecific(key, Unmanaged.passRetained(box).toOpaque())
+        return box
+    }
+}
 #endif
+
