@@ -27,6 +27,45 @@ struct EtcdKeyspace: Sendable {
 
     var meta: Data { prefix + Data("meta".utf8) }
     var sequence: Data { prefix + Data("seq".utf8) }
+    /// The HEAD record (``EtcdHead``): the keychain-wide counter every write transaction advances.
+    var head: Data { prefix + Data("head".utf8) }
+
+    /// The prefix of every history row of every item.
+    var allHistory: Data { prefix + Data("h/".utf8) }
+    /// The prefix of the history rows of the item of `cls` whose key ends with `digest`.
+    func history(_ cls: ItemClass, _ digest: Data) -> Data { prefix + Data("h/\(cls.rawValue)/".utf8) + digest + Data("/".utf8) }
+    /// The history row of version `version` (16 hex digits, so keys sort as versions do).
+    func history(_ cls: ItemClass, _ digest: Data, version: UInt64) -> Data {
+        history(cls, digest) + Data(Self.hex16(version).utf8)
+    }
+    /// The version a history key ends with.
+    func version(inHistoryKey key: Data) -> UInt64? {
+        guard key.count >= 16, let text = String(data: key.suffix(16), encoding: .ascii) else { return nil }
+        return UInt64(text, radix: 16)
+    }
+
+    /// The prefix of the tombstone index: `…/t/<deleted at, 16 hex digits>/CLSS/DIGEST`, one empty key per tombstone
+    /// (oldest first), so a write can find the tombstones past retention without reading every item.
+    var tombstones: Data { prefix + Data("t/".utf8) }
+    func tombstone(_ cls: ItemClass, _ digest: Data, deletedAt: UInt64) -> Data {
+        tombstones + Data("\(Self.hex16(deletedAt))/\(cls.rawValue)/".utf8) + digest
+    }
+    /// The (deleted at, class, digest) a tombstone index key names.
+    func parseTombstone(_ key: Data) -> (deletedAt: UInt64, itemClass: ItemClass, digest: Data)? {
+        let rest = key.dropFirst(tombstones.count)
+        guard key.starts(with: tombstones), rest.count == 16 + 1 + 4 + 1 + 64,
+              let stamp = String(data: rest.prefix(16), encoding: .ascii).flatMap({ UInt64($0, radix: 16) }),
+              let tag = String(data: rest.dropFirst(17).prefix(4), encoding: .ascii), let cls = ItemClass(rawValue: tag) else { return nil }
+        return (stamp, cls, Data(rest.suffix(64)))
+    }
+
+    /// The audit entry of the write transaction that made HEAD's counter `counter`.
+    func audit(_ counter: UInt64) -> Data { prefix + Data("audit/\(Self.hex16(counter))".utf8) }
+
+    static func hex16(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+    }
 
     /// The prefix of every item of every class.
     var allItems: Data { prefix + Data("k/".utf8) }
@@ -72,31 +111,76 @@ struct EtcdKeyspace: Sendable {
 }
 
 /// One item as stored in etcd: the row id, the protection class, the digests of its primary-key attributes (schema
-/// order) and the sealed item.
+/// order), the extensions (format 2) and the sealed item.
 ///
-/// Layout: `01` (format), the protection class (one ASCII letter), the row id (8 bytes, big-endian), the number of
-/// digests (2 bytes) and each digest (32 bytes), the wrapped item key's length (4 bytes) and bytes, then the sealed
-/// payload. The associated data of both seals (``aad(keychainID:itemClass:primaryKey:)``) binds the keychain, the
-/// class, the protection class, the row id, the key's primary-key digest and every digest here: a value copied to
-/// another key, another keychain or edited in any byte does not open.
+/// Format 1 layout: `01` (format), the protection class (one ASCII letter), the row id (8 bytes, big-endian), the
+/// number of digests (2 bytes) and each digest (32 bytes), the wrapped item key's length (4 bytes) and bytes, then
+/// the sealed payload.
+///
+/// Format 2 (issue 30) adds, after the digests, the *extension list*: its length in entries (1 byte), then each entry
+/// as tag (1 byte), length (2 bytes, big-endian) and bytes, sorted by tag, each tag at most once. Tags:
+/// ``Tag/version`` (0x01, UInt64 BE: 1 for a new item, +1 per change), ``Tag/counter`` (0x02, UInt64 BE: the
+/// keychain's HEAD counter of the transaction that wrote the row), ``Tag/deletedAt`` (0x03, UInt64 BE seconds since
+/// 1970: the row is a tombstone), 0x10...0x1F reserved for the key selection (groups, rotation).
+///
+/// The associated data of both seals (``aad(keychainID:itemClass:protection:rowID:primaryKey:digests:extensions:)``)
+/// binds the keychain, the class, the protection class, the row id, the key's primary-key digest, every digest and,
+/// in format 2, every byte of the extension list: a value copied to another key, another keychain or edited in any
+/// byte does not open. Format 1 rows stay readable (they carry no version: see `EtcdRollback`).
 struct EtcdRow: Sendable, Hashable {
-    static let format: UInt8 = 1
+    static let format: UInt8 = 2
 
+    /// The extension tags this file knows (E3 owns 0x10...0x1F).
+    enum Tag {
+        static let version: UInt8 = 0x01
+        static let counter: UInt8 = 0x02
+        static let deletedAt: UInt8 = 0x03
+    }
+
+    /// The row's format: 1 (written before issue 30) or 2.
+    var format: UInt8
     var rowID: Int64
     var digests: [Data]
+    /// Format 2's extensions by tag (empty in format 1).
+    var extensions: [UInt8: Data]
     var sealed: SealedItem
 
-    init(rowID: Int64, digests: [Data], sealed: SealedItem) {
+    init(rowID: Int64, digests: [Data], extensions: [UInt8: Data] = [:], sealed: SealedItem, format: UInt8 = EtcdRow.format) {
+        self.format = format
         self.rowID = rowID
         self.digests = digests
+        self.extensions = extensions
         self.sealed = sealed
     }
 
+    /// The item version (format 1: nil).
+    var version: UInt64? { extensions[Tag.version].flatMap(\.bigEndianUInt64) }
+    /// The HEAD counter of the write that made this row (format 1: nil).
+    var counter: UInt64? { extensions[Tag.counter].flatMap(\.bigEndianUInt64) }
+    /// When the item was deleted, if this row is a tombstone.
+    var deletedAt: Date? {
+        extensions[Tag.deletedAt].flatMap(\.bigEndianUInt64).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+    }
+    var isTombstone: Bool { extensions[Tag.deletedAt] != nil }
+
+    /// The extension list as stored (and bound in the AAD): count, then (tag, length, bytes) sorted by tag.
+    static func encodedExtensions(_ extensions: [UInt8: Data]) -> Data {
+        var out = Data([UInt8(extensions.count)])
+        for tag in extensions.keys.sorted() {
+            let bytes = extensions[tag]!
+            out.append(tag)
+            withUnsafeBytes(of: UInt16(bytes.count).bigEndian) { out.append(contentsOf: $0) }
+            out.append(bytes)
+        }
+        return out
+    }
+
     var encoded: Data {
-        var out = Data([Self.format, UInt8(ascii: sealed.protection.rawValue.unicodeScalars.first!)])
+        var out = Data([format, UInt8(ascii: sealed.protection.rawValue.unicodeScalars.first!)])
         withUnsafeBytes(of: rowID.bigEndian) { out.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt16(digests.count).bigEndian) { out.append(contentsOf: $0) }
         for digest in digests { out.append(digest) }
+        if format >= 2 { out.append(Self.encodedExtensions(extensions)) }
         withUnsafeBytes(of: UInt32(sealed.wrappedKey.count).bigEndian) { out.append(contentsOf: $0) }
         out.append(sealed.wrappedKey)
         out.append(sealed.payload)
@@ -113,7 +197,7 @@ struct EtcdRow: Sendable, Hashable {
             return bytes[at..<(at + n)]
         }
         func integer(_ n: Int) -> UInt64? { take(n).map { $0.reduce(0) { ($0 << 8) | UInt64($1) } } }
-        guard take(1)?.first == Self.format,
+        guard let format = take(1)?.first, format == 1 || format == 2,
               let letter = take(1)?.first, let protection = ProtectionClass(rawValue: String(UnicodeScalar(letter))),
               let id = integer(8), id > 0, id <= UInt64(Int64.max),
               let count = integer(2), count <= 64 else { return nil }
@@ -122,20 +206,34 @@ struct EtcdRow: Sendable, Hashable {
             guard let digest = take(32) else { return nil }
             digests.append(Data(digest))
         }
+        var extensions: [UInt8: Data] = [:]
+        if format == 2 {
+            guard let entries = integer(1) else { return nil }
+            var last: Int = -1
+            for _ in 0..<entries {
+                guard let tag = take(1)?.first, Int(tag) > last, let length = integer(2), let value = take(Int(length)) else { return nil }
+                last = Int(tag)
+                extensions[tag] = Data(value)
+            }
+        }
         guard let keyLength = integer(4), keyLength <= 256, let key = take(Int(keyLength)) else { return nil }
+        self.format = format
         rowID = Int64(id)
         self.digests = digests
+        self.extensions = extensions
         sealed = SealedItem(protection: protection, wrappedKey: Data(key), payload: Data(bytes[at...]))
     }
 
-    /// The associated data of the item's seals.
-    static func aad(keychainID: Data, itemClass: ItemClass, protection: ProtectionClass, rowID: Int64, primaryKey: Data, digests: [Data]) -> Data {
+    /// The associated data of the item's seals: format 1's, or format 2's with the extension list.
+    static func aad(keychainID: Data, itemClass: ItemClass, protection: ProtectionClass, rowID: Int64, primaryKey: Data, digests: [Data],
+                    format: UInt8 = EtcdRow.format, extensions: [UInt8: Data] = [:]) -> Data {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(96 + 36 * digests.count)
-        bytes.append(contentsOf: "keystone-etcd-row-v1\u{0}".utf8)
+        bytes.reserveCapacity(128 + 36 * digests.count)
+        bytes.append(contentsOf: (format >= 2 ? "keystone-etcd-row-v2\u{0}" : "keystone-etcd-row-v1\u{0}").utf8)
         bytes.append(contentsOf: keychainID)
         bytes.append(contentsOf: "\u{0}\(itemClass.rawValue)\u{0}\(protection.rawValue)\u{0}".utf8)
         RowDigest.appendBinding(rowID: rowID, primaryKey: primaryKey, digests: digests, to: &bytes)
+        if format >= 2 { bytes.append(contentsOf: encodedExtensions(extensions)) }
         return Data(bytes)
     }
 }
@@ -148,6 +246,16 @@ extension Data {
     }
 
     init(bigEndian value: Int64) {
+        self = Swift.withUnsafeBytes(of: value.bigEndian) { Data($0) }
+    }
+
+    /// This sequence of bytes as a big-endian unsigned integer; nil unless 8 bytes.
+    var bigEndianUInt64: UInt64? {
+        guard count == 8 else { return nil }
+        return reduce(0) { ($0 << 8) | UInt64($1) }
+    }
+
+    init(bigEndianUnsigned value: UInt64) {
         self = Swift.withUnsafeBytes(of: value.bigEndian) { Data($0) }
     }
 }

@@ -232,21 +232,25 @@ final class EtcdTransaction: StorageWriter {
         guard let keys else { return unavailable(cls, row.rowID) }
         keychain.decryptions.withLock { $0 += 1 }
         let aad = EtcdRow.aad(keychainID: keychainID, itemClass: cls, protection: row.sealed.protection, rowID: row.rowID,
-                              primaryKey: primaryKey, digests: row.digests)
-        switch row.sealed.open(itemClass: cls, rowID: row.rowID, keys: keys, aad: aad) {
+                              primaryKey: primaryKey, digests: row.digests, format: row.format, extensions: row.extensions)
+        guard let opening = keychain.openingKeys(for: row, from: keys) else { return unavailable(cls, row.rowID) }
+        switch row.sealed.open(itemClass: cls, rowID: row.rowID, keys: opening, aad: aad) {
         case .item(let item): return .item(item)
         case .locked: return unavailable(cls, row.rowID)
         case .damaged(let reason): return damaged(cls, row.rowID, reason)
         }
     }
 
-    private func sealedRow(_ item: StoredItem, rowID: Int64, primaryKey: Data, keys: KeySet) throws -> Data {
+    /// `item` sealed as a format-2 row with `extensions` (and the key selection's own).
+    private func sealedRow(_ item: StoredItem, rowID: Int64, primaryKey: Data, keys: KeySet, extensions: [UInt8: Data] = [:]) throws -> Data {
         let digests = RowDigest.columns(item.itemClass, item.attributes, mac: keys.indexMAC)
-        let sealed = try SealedItem(sealing: item, keys: keys) { protection in
+        let sealing = try keychain.sealingKeys(for: item, from: keys)
+        let all = extensions.merging(sealing.extensions) { mine, _ in mine }
+        let sealed = try SealedItem(sealing: item, keys: sealing.keys) { protection in
             EtcdRow.aad(keychainID: keychainID, itemClass: item.itemClass, protection: protection, rowID: rowID,
-                        primaryKey: primaryKey, digests: digests)
+                        primaryKey: primaryKey, digests: digests, extensions: all)
         }
-        return EtcdRow(rowID: rowID, digests: digests, sealed: sealed).encoded
+        return EtcdRow(rowID: rowID, digests: digests, extensions: all, sealed: sealed).encoded
     }
 
     private func set(_ key: Data, _ value: Data?) {
