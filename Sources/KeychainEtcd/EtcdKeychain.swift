@@ -232,6 +232,18 @@ public final class EtcdKeychain: KeychainStorage {
         }
     }
 
+    /// Makes `keys` (a machine enrolled for access groups: no master key) this machine's keys, with `header` as the
+    /// current header (EtcdGroups.swift).
+    func installUnlocked(keys: KeySet, header fresh: EtcdKeychainHeader, revision: Int64) throws {
+        let now = clock()
+        try state.withLock { state in
+            state.header = fresh
+            state.headerRevision = revision
+            state.gone = nil
+            try state.install(keys, at: now, now: now)
+        }
+    }
+
     /// The master key held now and the keychain id.
     ///
     /// - Throws: `errSecInteractionNotAllowed` when it is not held (locked, or unlocked only after first unlock).
