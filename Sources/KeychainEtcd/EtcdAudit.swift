@@ -61,6 +61,9 @@ struct EtcdAuditEvent: Sendable, Hashable {
 /// one hides nothing from whoever can list the machine's accounts (a small space to try), while an auditor needs to
 /// read it. The item is a digest prefix under the keychain's index key: it names nothing without the keychain's keys.
 enum EtcdAudit {
+    /// `errSecVerifyFailed` (-67808): a log that does not verify.
+    static let verifyFailed: Int32 = -67808
+
     /// The label of the MAC's input and of the chain.
     static let macLabel = Data("keystone-etcd-audit-v1\u{0}".utf8)
 
@@ -74,7 +77,7 @@ enum EtcdAudit {
     /// - Returns: the chain hash to store in HEAD: SHA-256 of the entry written.
     static func append(to operations: inout [EtcdOperation], keychain: EtcdKeychain, counter: UInt64, previousHash: Data,
                        events: [EtcdAuditEvent], key: SymmetricKey) throws -> Data {
-        let record = EtcdAuditRecord(counter: counter, time: Date(), machine: machineDigest, uid: UInt32(getuid()),
+        let record = EtcdAuditRecord(counter: counter, time: keychain.clock(), machine: machineDigest, uid: UInt32(getuid()),
                                      user: userName, events: events.map(EtcdAuditRecord.Event.init), previousHash: previousHash)
         let etcdKey = keychain.keyspace.auditEntry(counter)
         let value = record.sealed(key: key, etcdKey: etcdKey)

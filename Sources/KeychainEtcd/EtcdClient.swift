@@ -116,6 +116,10 @@ package struct EtcdEndpointStatus: Sendable {
     package var leader: UInt64
     package var raftTerm: Int64
     package var raftIndex: Int64
+    /// The bytes of the database in use (0: not reported); the rest a defragmentation would free.
+    package var dbSizeInUse: Int64 = 0
+    /// The alarms the member reports (etcd's status `errors`: "memberID:… alarm:NOSPACE ").
+    package var errors: [String] = []
 }
 
 /// A blocking client of etcd's v3 JSON gateway with failover across the configured endpoints.
@@ -304,7 +308,8 @@ package final class EtcdClient: Sendable {
         let response: Wire.StatusResponse = try call("/v3/maintenance/status", Wire.Empty(), kind: .read, only: endpoint)
         return EtcdEndpointStatus(endpoint: endpoint, version: response.version ?? "", dbSize: response.dbSize?.value ?? 0,
                                   memberID: response.header?.memberID?.value ?? 0, leader: response.leader?.value ?? 0,
-                                  raftTerm: response.raftTerm?.value ?? 0, raftIndex: response.raftIndex?.value ?? 0)
+                                  raftTerm: response.raftTerm?.value ?? 0, raftIndex: response.raftIndex?.value ?? 0,
+                                  dbSizeInUse: response.dbSizeInUse?.value ?? 0, errors: response.errors ?? [])
     }
 
     /// The end of the range of keys starting with `prefix`: the prefix with its last byte below 0xFF incremented (and
@@ -404,6 +409,8 @@ package final class EtcdClient: Sendable {
                     throw EtcdError.tooManyOperations("etcd at \(endpoint): \(message)")
                 case .requestTooLarge:
                     throw EtcdError.requestTooLarge("etcd at \(endpoint): \(message)")
+                case .noSpace:
+                    throw EtcdError.noSpace("etcd at \(endpoint): \(message)")
                 case .renewToken where kind != .authenticate && configuration.user != nil && !renewedToken:
                     renewedToken = true
                     if let token { state.withLock { if $0.token == token { $0.token = nil } } }
@@ -474,7 +481,7 @@ package final class EtcdClient: Sendable {
     }
 
     private enum ErrorClass {
-        case compacted, tooManyOperations, requestTooLarge, renewToken, authenticationFailed, permissionDenied
+        case compacted, tooManyOperations, requestTooLarge, noSpace, renewToken, authenticationFailed, permissionDenied
         /// Rejected before anything was proposed: any request may go to another member.
         case notApplied
         /// A write may have been applied; a read may go to another member.
@@ -487,6 +494,7 @@ package final class EtcdClient: Sendable {
         if text.contains("required revision has been compacted") { return .compacted }
         if text.contains("too many operations in txn request") { return .tooManyOperations }
         if text.contains("request is too large") || text.contains("larger than max") { return .requestTooLarge }
+        if text.contains("database space exceeded") { return .noSpace }  // NOSPACE: refused before it was applied
         if text.contains("invalid auth token") || text.contains("revision of auth store is old") { return .renewToken }
         if text.contains("user name is empty") { return configuration.user == nil ? .authenticationFailed : .renewToken }
         if text.contains("authentication failed") || text.contains("authentication is not enabled")

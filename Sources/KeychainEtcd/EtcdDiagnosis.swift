@@ -6,7 +6,7 @@ import KeychainSealing
 /// What `keystone doctor` reports about an etcd keychain: each configured endpoint, the cluster's members and
 /// leader, each member's health, the keychain's header, and whether this machine can use it now.
 ///
-/// Gathered by ``diagnose(_:)``, which never throws: every failure is recorded next to what it concerns. Nothing is
+/// Gathered by ``diagnose(_:quotaBytes:)``, which never throws: every failure is recorded next to what it concerns. Nothing is
 /// written to the cluster and no secret is read or kept (the header holds none).
 public struct EtcdDiagnosis: Sendable {
     /// One configured endpoint, as it answered `/v3/maintenance/status`.
@@ -27,7 +27,37 @@ public struct EtcdDiagnosis: Sendable {
         public var leader: UInt64?
         /// Its raft term.
         public var raftTerm: Int64?
+        /// The bytes of its database in use (nil: not reported); ``dbSize`` minus what a defragmentation frees.
+        public var dbSizeInUse: Int64?
+        /// The alarms it reports raised ("NOSPACE", "CORRUPT").
+        public var alarms: [String] = []
     }
+
+    /// The backend quota the database sizes are compared with, in bytes: ``quotaBytes`` given to
+    /// ``diagnose(_:quotaBytes:)``, else etcd's default (`--quota-backend-bytes`, 2 GiB).
+    ///
+    /// Decision: etcd's status does not report the quota (only the size), and its alarm list only says once it is
+    /// reached; so the operator states it (`keystone doctor` reads `KEYSTONE_ETCD_QUOTA_BYTES`) and etcd's default is
+    /// assumed otherwise. A NOSPACE alarm is reported whatever the quota is.
+    public var quotaBytes: Int64 = EtcdDiagnosis.defaultQuotaBytes
+    /// Whether ``quotaBytes`` was given (false: etcd's default assumed).
+    public var quotaConfigured = false
+    /// etcd's default `--quota-backend-bytes`: 2 GiB.
+    public static let defaultQuotaBytes: Int64 = 2 * 1024 * 1024 * 1024
+    /// The share of the quota at which ``quotaWarning`` is raised.
+    public static let quotaWarningRatio = 0.8
+
+    /// The largest database of a reachable member.
+    public var largestDBSize: Int64? { endpoints.compactMap(\.dbSize).max() }
+
+    /// Whether a member's database is at or above 80% of ``quotaBytes`` (etcd then soon refuses every write).
+    public var quotaWarning: Bool {
+        guard let size = largestDBSize, quotaBytes > 0 else { return false }
+        return Double(size) >= Double(quotaBytes) * Self.quotaWarningRatio
+    }
+
+    /// Whether a member reports etcd's NOSPACE alarm (the quota was reached: every write is refused).
+    public var noSpaceAlarm: Bool { endpoints.contains { $0.alarms.contains("NOSPACE") } }
 
     /// One member of the cluster's member list, and whether it answers `status` on its client URLs.
     public struct Member: Sendable {
@@ -93,9 +123,15 @@ public struct EtcdDiagnosis: Sendable {
     /// configuration's timeout): never call it on Swift's cooperative pool or an event loop.
     ///
     /// Never throws: every failure is recorded in the result.
-    public static func diagnose(_ configuration: EtcdConfiguration) -> EtcdDiagnosis {
+    ///
+    /// - Parameter quotaBytes: the cluster's `--quota-backend-bytes` when known (nil: etcd's default, 2 GiB).
+    public static func diagnose(_ configuration: EtcdConfiguration, quotaBytes: Int64? = nil) -> EtcdDiagnosis {
         var diagnosis = EtcdDiagnosis(configuration: configuration,
                                       keychain: Keychain(unlockCacheAvailable: UnlockCacheStatus.current.isShared))
+        if let quotaBytes, quotaBytes > 0 {
+            diagnosis.quotaBytes = quotaBytes
+            diagnosis.quotaConfigured = true
+        }
         let client: EtcdClient
         do {
             client = try EtcdClient(configuration: configuration)
@@ -110,7 +146,9 @@ public struct EtcdDiagnosis: Sendable {
                 let status = try client.status(of: endpoint)
                 diagnosis.endpoints.append(Endpoint(endpoint: endpoint.description, reachable: true, version: status.version,
                                                     memberID: status.memberID, dbSize: status.dbSize,
-                                                    leader: status.leader == 0 ? nil : status.leader, raftTerm: status.raftTerm))
+                                                    leader: status.leader == 0 ? nil : status.leader, raftTerm: status.raftTerm,
+                                                    dbSizeInUse: status.dbSizeInUse == 0 ? nil : status.dbSizeInUse,
+                                                    alarms: Self.alarms(in: status.errors)))
             } catch {
                 diagnosis.endpoints.append(Endpoint(endpoint: endpoint.description, reachable: false, error: Self.describe(error)))
             }
@@ -182,6 +220,15 @@ public struct EtcdDiagnosis: Sendable {
             diagnosis.keychain.error = Self.describe(error)
         }
         return diagnosis
+    }
+
+    /// The alarm names in etcd's status errors ("memberID:8185… alarm:NOSPACE " → "NOSPACE").
+    static func alarms(in errors: [String]) -> [String] {
+        errors.compactMap { error in
+            guard let range = error.range(of: "alarm:") else { return nil }
+            let name = error[range.upperBound...].trimmingCharacters(in: .whitespaces)
+            return name.isEmpty ? nil : name
+        }
     }
 
     /// `host:port` of a member's client URL (`http://127.0.0.1:2379`, `https://[::1]:2379`, `unix://…`: nil).

@@ -10,6 +10,8 @@ import KeychainEngine
 ///   (`--max-txn-ops`), not of one item;
 /// - ``requestTooLarge(_:)``: `errSecDataTooLarge` (-25302): the item (or the request carrying it) exceeds the
 ///   cluster's `--max-request-bytes`;
+/// - ``noSpace(_:)``: `errSecQuotaExceeded` (-67596): the cluster's backend quota (`--quota-backend-bytes`) is
+///   reached (etcd's NOSPACE alarm); the message says how an operator recovers;
 /// - ``authenticationFailed(_:)``: `errSecAuthFailed` (-25293);
 /// - ``permissionDenied(_:)``: `errSecWrPerm` (-61);
 /// - ``server(code:message:)``: `errSecIO` (-36);
@@ -25,6 +27,10 @@ package enum EtcdError: Error, CustomStringConvertible {
     case tooManyOperations(String)
     /// "etcdserver: request is too large" (`--max-request-bytes`, default 1.5 MiB).
     case requestTooLarge(String)
+    /// "etcdserver: mvcc: database space exceeded": the backend reached `--quota-backend-bytes` (default 2 GiB) and
+    /// etcd raised its NOSPACE alarm; it refuses every write (deletes too, while the alarm is raised) until an
+    /// operator frees space and disarms the alarm. The write was not applied (etcd refuses it before it is applied).
+    case noSpace(String)
     /// A wrong user or password, authentication not enabled while a user is given, or required while none is.
     case authenticationFailed(String)
     /// "etcdserver: permission denied" (etcd's RBAC).
@@ -43,6 +49,7 @@ package enum EtcdError: Error, CustomStringConvertible {
         case .compacted: "etcd: the revision read has been compacted (mvcc: required revision has been compacted)"
         case .tooManyOperations(let message): message
         case .requestTooLarge(let message): message
+        case .noSpace(let message): message
         case .authenticationFailed(let message): message
         case .permissionDenied(let message): message
         case .server(let code, let message): "etcd answered with an error (code \(code)): \(message)"
@@ -63,6 +70,11 @@ package enum EtcdError: Error, CustomStringConvertible {
             EngineError(Status.quotaExceeded, "\(message): the change needs more operations in one transaction than the cluster's --max-txn-ops (default 128) allows; change fewer items at once or raise --max-txn-ops on every member.")
         case .requestTooLarge(let message):
             EngineError(Status.dataTooLarge, "\(message): the item is larger than the cluster's --max-request-bytes (default 1.5 MiB) allows; store smaller items or raise --max-request-bytes on every member.")
+        case .noSpace(let message):
+            // Decision: errSecQuotaExceeded (the cluster's quota, not this item's size: errSecDataTooLarge is that).
+            // Nothing was written: etcd refuses a write over the quota before applying it, and a transaction is all
+            // or nothing, so every item acknowledged before stays readable.
+            EngineError(Status.quotaExceeded, "\(message): the etcd cluster's database reached its quota (--quota-backend-bytes, default 2 GiB) and etcd refuses every change until an operator frees space; nothing was changed and every item stays readable. Fix: raise --quota-backend-bytes on every member (restart them), or free space: `etcdctl compact REVISION` (the revision `etcdctl endpoint status -w json` shows), then `etcdctl defrag --cluster`; then `etcdctl alarm disarm`. Run members with --auto-compaction-mode=periodic --auto-compaction-retention=1h so history does not fill it again.")
         case .authenticationFailed(let message):
             EngineError(Status.authFailed, "\(message). Check ?user= and \(EtcdConfiguration.passwordEnvironmentVariable).")
         case .permissionDenied(let message):

@@ -169,6 +169,10 @@ enum Wire {
         var leader: WireUInt64?
         var raftIndex: WireInt64?
         var raftTerm: WireInt64?
+        /// The bytes of the database in use (etcd 3.4+); `dbSize` minus what a defragmentation would free.
+        var dbSizeInUse: WireInt64?
+        /// The member's raised alarms, e.g. "memberID:… alarm:NOSPACE ".
+        var errors: [String]?
     }
 
     struct Member: Codable, Sendable {

@@ -40,7 +40,7 @@ struct EtcdReport {
             return report
         }
         report.url = configuration.url
-        let diagnosis = EtcdDiagnosis.diagnose(configuration)
+        let diagnosis = EtcdDiagnosis.diagnose(configuration, quotaBytes: quotaFromEnvironment())
         report.add(diagnosis)
         #else
         report.findings = [DoctorFinding(severity: .problem, check: "support", detail: "this keystone was built without etcd support (the package's NIO trait)",
@@ -68,6 +68,7 @@ struct EtcdReport {
                                               fix: "check that the etcd member there runs and that this machine reaches it (firewall, address, TLS)"))
             }
         }
+        findings += Self.quotaFindings(diagnosis)
         if let error = diagnosis.membersError {
             findings.append(DoctorFinding(severity: .problem, check: "members", detail: "the member list could not be read: \(error)",
                                           fix: "check that a majority of the etcd members run"))
@@ -142,6 +143,9 @@ struct EtcdReport {
                  "error": member.error ?? NSNull(), "leader": member.isLeader]
             },
             "membersError": diagnosis.membersError ?? NSNull(),
+            "quota": ["bytes": Int(diagnosis.quotaBytes), "configured": diagnosis.quotaConfigured,
+                      "largestDBSize": diagnosis.largestDBSize.map { Int($0) } ?? NSNull(),
+                      "warning": diagnosis.quotaWarning, "noSpaceAlarm": diagnosis.noSpaceAlarm] as [String: Any],
             "leader": diagnosis.leaderID.map { ["id": Self.hex($0), "name": diagnosis.leaderName ?? NSNull()] as [String: Any] } ?? NSNull(),
             "keychain": [
                 "exists": keychain.exists ?? NSNull(), "error": keychain.error ?? NSNull(), "status": keychain.status.map { Int($0) } ?? NSNull(),
@@ -151,6 +155,33 @@ struct EtcdReport {
             ] as [String: Any],
             "findings": findings.map(\.json),
         ]
+    }
+
+    /// `KEYSTONE_ETCD_QUOTA_BYTES`: the cluster's `--quota-backend-bytes`, which etcd does not report (nil: unset or
+    /// not a positive number of bytes; etcd's default, 2 GiB, is then assumed).
+    static func quotaFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Int64? {
+        environment["KEYSTONE_ETCD_QUOTA_BYTES"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0 > 0 ? $0 : nil }
+    }
+
+    /// The database against the backend quota: a problem when etcd raised NOSPACE, a warning from 80% of the quota.
+    static func quotaFindings(_ diagnosis: EtcdDiagnosis) -> [DoctorFinding] {
+        let quota = "\(size(diagnosis.quotaBytes))" + (diagnosis.quotaConfigured ? " (KEYSTONE_ETCD_QUOTA_BYTES)" : " (etcd's default --quota-backend-bytes; set KEYSTONE_ETCD_QUOTA_BYTES to the cluster's)")
+        let recovery = "raise --quota-backend-bytes on every member (restart them), or compact (`etcdctl compact REVISION`), defragment (`etcdctl defrag --cluster`), then `etcdctl alarm disarm`; run members with --auto-compaction-mode=periodic --auto-compaction-retention=1h"
+        if diagnosis.noSpaceAlarm {
+            let members = diagnosis.endpoints.filter { $0.alarms.contains("NOSPACE") }.map(\.endpoint).joined(separator: ", ")
+            return [DoctorFinding(severity: .problem, check: "quota",
+                                  detail: "etcd raised its NOSPACE alarm (\(members)): the database reached the quota and every change is refused (errSecQuotaExceeded); items stay readable",
+                                  fix: recovery)]
+        }
+        guard let largest = diagnosis.largestDBSize else { return [] }
+        let percent = Int((Double(largest) / Double(max(1, diagnosis.quotaBytes)) * 100).rounded(.down))
+        let inUse = diagnosis.endpoints.compactMap(\.dbSizeInUse).max().map { ", \(size($0)) in use" } ?? ""
+        if diagnosis.quotaWarning {
+            return [DoctorFinding(severity: .warning, check: "quota",
+                                  detail: "the largest member database is \(size(largest))\(inUse): \(percent)% of the quota \(quota); at 100% etcd refuses every change",
+                                  fix: recovery)]
+        }
+        return [DoctorFinding(severity: .ok, check: "quota", detail: "the largest member database is \(size(largest))\(inUse): \(percent)% of the quota \(quota)", fix: nil)]
     }
     #endif
 }

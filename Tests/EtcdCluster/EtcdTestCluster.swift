@@ -41,15 +41,20 @@ public final class EtcdTestCluster: @unchecked Sendable {
         public var tls: Bool
         /// etcd's `--max-txn-ops` (operations in one transaction); nil: etcd's default, 128.
         public var maxTxnOps: Int?
+        /// etcd's `--quota-backend-bytes` (the database's quota, after which etcd raises NOSPACE); nil: etcd's default,
+        /// 2 GiB. ``setQuotaBackendBytes(_:)`` changes it for members started or restarted later.
+        public var quotaBackendBytes: Int?
 
         /// - Parameters:
         ///   - members: How many members (at least 1).
         ///   - tls: Whether clients must use https with a client certificate.
         ///   - maxTxnOps: etcd's `--max-txn-ops`; nil keeps etcd's default (128).
-        public init(members: Int = 3, tls: Bool = false, maxTxnOps: Int? = nil) {
+        ///   - quotaBackendBytes: etcd's `--quota-backend-bytes`; nil keeps etcd's default (2 GiB).
+        public init(members: Int = 3, tls: Bool = false, maxTxnOps: Int? = nil, quotaBackendBytes: Int? = nil) {
             self.members = members
             self.tls = tls
             self.maxTxnOps = maxTxnOps
+            self.quotaBackendBytes = quotaBackendBytes
         }
     }
 
@@ -99,6 +104,8 @@ public final class EtcdTestCluster: @unchecked Sendable {
     }
 
     private let options: Options
+    /// `--quota-backend-bytes` for members started from now on (``setQuotaBackendBytes(_:)``); reached under `lock`.
+    private lazy var quotaBackendBytes: Int? = options.quotaBackendBytes
     private let memberCount: Int
     private let token: String
     private var members: [Member]
@@ -245,6 +252,7 @@ public final class EtcdTestCluster: @unchecked Sendable {
             "--heartbeat-interval", "50", "--election-timeout", "500",
         ]
         if let maxTxnOps = options.maxTxnOps { arguments += ["--max-txn-ops", String(maxTxnOps)] }
+        if let quota = quotaBackendBytes { arguments += ["--quota-backend-bytes", String(quota)] }
         if let tls = tlsFiles {
             let dir = directory.appendingPathComponent("tls").path
             arguments += ["--cert-file", "\(dir)/server.crt", "--key-file", "\(dir)/server.key",
@@ -370,6 +378,14 @@ public final class EtcdTestCluster: @unchecked Sendable {
             _ = poll(nil, 0, 20)
         }
         if quorum { try waitUntilHealthy(members: [member], timeout: max(1, deadline.timeIntervalSinceNow)) }
+    }
+
+    /// Sets `--quota-backend-bytes` for the members started from now on (``restart(member:)``): kill and restart each
+    /// member to raise the quota of a running cluster, as an operator does.
+    public func setQuotaBackendBytes(_ bytes: Int?) {
+        lock.lock()
+        quotaBackendBytes = bytes
+        lock.unlock()
     }
 
     /// Polls each member's `/health` until it answers healthy (it has a leader and serves a linearizable read).
