@@ -1,6 +1,7 @@
 // fprintd (net.reactivated.Fprint) over GDBus: a private connection, a main context of our own for the verification's
 // signals, a deadline on every call and on every wait.
 #include "cfprintd.h"
+#include "handle.h"
 #include <gio/gio.h>
 #include <string.h>
 
@@ -8,14 +9,6 @@
 #define FPRINT_MANAGER_PATH "/net/reactivated/Fprint/Manager"
 #define FPRINT_MANAGER_IFACE "net.reactivated.Fprint.Manager"
 #define FPRINT_DEVICE_IFACE "net.reactivated.Fprint.Device"
-
-struct ks_fprint {
-    GMainContext *context;      // ours: the connection's and the verification's signals are dispatched here
-    GDBusConnection *connection;
-    GCancellable *cancellable;  // aborts a call in flight on ks_fprint_cancel
-    int timeout_ms;
-    gint cancelled;             // atomic
-};
 
 // MARK: - Errors
 
@@ -28,7 +21,7 @@ void ks_fprint_error_clear(ks_fprint_error *error) {
     error->status = KS_FPRINT_OK;
 }
 
-static void set_message(ks_fprint_error *error, ks_fprint_status status, const char *name, const char *message) {
+void ks_internal_set_message(ks_fprint_error *error, ks_fprint_status status, const char *name, const char *message) {
     if (error == NULL) return;
     ks_fprint_error_clear(error);
     error->status = status;
@@ -37,8 +30,8 @@ static void set_message(ks_fprint_error *error, ks_fprint_status status, const c
 }
 
 // Takes `gerror`. `no_bus`: a failure to connect (anything but a cancellation is "no bus").
-static void set_error(ks_fprint_error *error, GError *gerror, gboolean no_bus) {
-    if (gerror == NULL) { set_message(error, KS_FPRINT_OTHER, NULL, "unknown error"); return; }
+void ks_internal_set_error(ks_fprint_error *error, GError *gerror, gboolean no_bus) {
+    if (gerror == NULL) { ks_internal_set_message(error, KS_FPRINT_OTHER, NULL, "unknown error"); return; }
     gchar *name = g_dbus_error_is_remote_error(gerror) ? g_dbus_error_get_remote_error(gerror) : NULL;
     if (name != NULL) g_dbus_error_strip_remote_error(gerror);
     ks_fprint_status status = KS_FPRINT_OTHER;
@@ -71,7 +64,7 @@ void ks_fprint_strv_free(char **strings) { g_strfreev(strings); }
 static gboolean is_cancelled(ks_fprint *handle) { return g_atomic_int_get(&handle->cancelled) != 0; }
 
 // Runs the pending sources of our context (signal deliveries, subscription clean-ups) without blocking.
-static void drain(GMainContext *context) {
+void ks_internal_drain(GMainContext *context) {
     while (g_main_context_iteration(context, FALSE)) {}
 }
 
@@ -91,7 +84,7 @@ static void connected(GObject *source, GAsyncResult *result, gpointer data) {
     state->finished = TRUE;
 }
 
-static gboolean flag_timeout(gpointer data) {
+gboolean ks_internal_flag_timeout(gpointer data) {
     *(gboolean *)data = TRUE;
     return G_SOURCE_REMOVE;
 }
@@ -103,7 +96,7 @@ ks_fprint *ks_fprint_open(const char *bus_address, int timeout_ms, ks_fprint_err
     else {
         // DBUS_SYSTEM_BUS_ADDRESS, else unix:path=/var/run/dbus/system_bus_socket.
         address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SYSTEM, NULL, &gerror);
-        if (address == NULL) { set_error(error, gerror, TRUE); return NULL; }
+        if (address == NULL) { ks_internal_set_error(error, gerror, TRUE); return NULL; }
     }
 
     ks_fprint *handle = g_new0(ks_fprint, 1);
@@ -116,7 +109,7 @@ ks_fprint *ks_fprint_open(const char *bus_address, int timeout_ms, ks_fprint_err
     g_main_context_push_thread_default(handle->context);
     connect_state state = {0};
     GSource *timer = g_timeout_source_new((guint)handle->timeout_ms);
-    g_source_set_callback(timer, flag_timeout, &state.timed_out, NULL);
+    g_source_set_callback(timer, ks_internal_flag_timeout, &state.timed_out, NULL);
     g_source_attach(timer, handle->context);
     g_dbus_connection_new_for_address(address,
         G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
@@ -131,17 +124,17 @@ ks_fprint *ks_fprint_open(const char *bus_address, int timeout_ms, ks_fprint_err
     }
     g_source_destroy(timer);
     g_source_unref(timer);
-    drain(handle->context);
+    ks_internal_drain(handle->context);
     g_main_context_pop_thread_default(handle->context);
 
     if (state.connection == NULL) {
         if (timed_out) {
             g_clear_error(&state.error);
             gchar *message = g_strdup_printf("no answer from the bus at %s within %d ms", address, handle->timeout_ms);
-            set_message(error, KS_FPRINT_NO_BUS, NULL, message);
+            ks_internal_set_message(error, KS_FPRINT_NO_BUS, NULL, message);
             g_free(message);
         } else {
-            set_error(error, state.error, TRUE);
+            ks_internal_set_error(error, state.error, TRUE);
         }
         g_free(address);
         g_object_unref(handle->cancellable);
@@ -163,7 +156,7 @@ void ks_fprint_close(ks_fprint *handle) {
     if (!g_dbus_connection_is_closed(handle->connection))
         g_dbus_connection_close_sync(handle->connection, NULL, NULL);
     g_object_unref(handle->connection);
-    drain(handle->context);
+    ks_internal_drain(handle->context);
     g_main_context_pop_thread_default(handle->context);
     g_object_unref(handle->cancellable);
     g_main_context_unref(handle->context);
@@ -187,7 +180,7 @@ static GVariant *call(ks_fprint *handle, const char *path, const char *interface
 }
 
 static int fail_cancelled(ks_fprint_error *error) {
-    set_message(error, KS_FPRINT_CANCELLED, NULL, "cancelled");
+    ks_internal_set_message(error, KS_FPRINT_CANCELLED, NULL, "cancelled");
     return -1;
 }
 
@@ -202,14 +195,14 @@ int ks_fprint_default_device(ks_fprint *handle, char **device_path, char **name,
     GError *gerror = NULL;
     GVariant *reply = call(handle, FPRINT_MANAGER_PATH, FPRINT_MANAGER_IFACE, "GetDefaultDevice", NULL,
                            G_VARIANT_TYPE("(o)"), TRUE, &gerror);
-    if (reply == NULL) { set_error(error, gerror, FALSE); return -1; }
+    if (reply == NULL) { ks_internal_set_error(error, gerror, FALSE); return -1; }
     gchar *path = NULL;
     g_variant_get(reply, "(o)", &path);
     g_variant_unref(reply);
 
     GVariant *properties = call(handle, path, "org.freedesktop.DBus.Properties", "GetAll",
                                 g_variant_new("(s)", FPRINT_DEVICE_IFACE), G_VARIANT_TYPE("(a{sv})"), TRUE, &gerror);
-    if (properties == NULL) { g_free(path); set_error(error, gerror, FALSE); return -1; }
+    if (properties == NULL) { g_free(path); ks_internal_set_error(error, gerror, FALSE); return -1; }
     GVariant *dictionary = g_variant_get_child_value(properties, 0);
     gchar *device_name = NULL, *device_scan_type = NULL;
     if (!g_variant_lookup(dictionary, "name", "s", &device_name)) device_name = g_strdup("");
@@ -240,7 +233,7 @@ int ks_fprint_list_enrolled(ks_fprint *handle, const char *device_path, const ch
             *fingers = g_new0(char *, 1);
             return 0;
         }
-        set_error(error, gerror, FALSE);
+        ks_internal_set_error(error, gerror, FALSE);
         return -1;
     }
     gchar **list = NULL;
@@ -326,7 +319,7 @@ int ks_fprint_verify(ks_fprint *handle, const char *device_path, const char *use
                            g_variant_new("(s)", username != NULL ? username : ""), NULL, TRUE, &gerror);
     if (reply == NULL) {
         release = g_error_matches(gerror, G_IO_ERROR, G_IO_ERROR_CANCELLED);
-        set_error(error, gerror, FALSE);
+        ks_internal_set_error(error, gerror, FALSE);
         gerror = NULL;
         goto finish;
     }
@@ -340,16 +333,16 @@ int ks_fprint_verify(ks_fprint *handle, const char *device_path, const char *use
                  g_variant_new("(s)", finger != NULL ? finger : "any"), NULL, TRUE, &gerror);
     if (reply == NULL) {
         stop = g_error_matches(gerror, G_IO_ERROR, G_IO_ERROR_CANCELLED);
-        set_error(error, gerror, FALSE);
+        ks_internal_set_error(error, gerror, FALSE);
         gerror = NULL;
     } else {
         g_variant_unref(reply);
         stop = TRUE;
         GSource *timer = g_timeout_source_new((guint)(verify_timeout_ms > 0 ? verify_timeout_ms : 60000));
-        g_source_set_callback(timer, flag_timeout, &state.timed_out, NULL);
+        g_source_set_callback(timer, ks_internal_flag_timeout, &state.timed_out, NULL);
         g_source_attach(timer, handle->context);
         for (;;) {
-            drain(handle->context);
+            ks_internal_drain(handle->context);
             report(&state, status, context);
             if (state.done || state.vanished || state.timed_out || is_cancelled(handle)) break;
             g_main_context_iteration(handle->context, TRUE);
@@ -360,11 +353,11 @@ int ks_fprint_verify(ks_fprint *handle, const char *device_path, const char *use
             *final_result = g_strdup(state.final_result);
             rc = 0;
         } else if (state.vanished) {
-            set_message(error, KS_FPRINT_NO_DAEMON, NULL, "fprintd left the bus during the verification");
+            ks_internal_set_message(error, KS_FPRINT_NO_DAEMON, NULL, "fprintd left the bus during the verification");
         } else if (is_cancelled(handle)) {
             fail_cancelled(error);
         } else {
-            set_message(error, KS_FPRINT_VERIFY_TIMED_OUT, NULL, "no verification result before the deadline");
+            ks_internal_set_message(error, KS_FPRINT_VERIFY_TIMED_OUT, NULL, "no verification result before the deadline");
         }
     }
     // fprintd wants VerifyStop after every VerifyStart, finished or not, before the device can be released.
@@ -381,7 +374,7 @@ finish:
     g_signal_handler_disconnect(handle->connection, closed_id);
     g_dbus_connection_signal_unsubscribe(handle->connection, status_id);
     g_dbus_connection_signal_unsubscribe(handle->connection, owner_id);
-    drain(handle->context);
+    ks_internal_drain(handle->context);
     g_main_context_pop_thread_default(handle->context);
     g_ptr_array_unref(state.results);
     g_free(state.final_result);

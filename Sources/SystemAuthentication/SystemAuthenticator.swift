@@ -10,6 +10,9 @@ public struct SystemAuthenticationConfiguration: Sendable {
     public var fingerprint: FingerprintConfiguration?
     /// Who is asked: the controlling terminal by default (``TerminalPrompter``); a GUI passes its own.
     public var prompter: any AuthenticationPrompter
+    /// The desktop's polkit agent, asked for the password when ``prompter`` cannot reach anyone (no terminal) and
+    /// ``PolkitConfiguration/isActive`` (a desktop session, by default); nil: never.
+    public var polkit: PolkitConfiguration?
     /// Fingerprint scans that do not match before one authentication gives up (and `.userPresence` falls back to
     /// the password). Default 3; at least 1.
     public var fingerprintAttempts: Int
@@ -17,12 +20,15 @@ public struct SystemAuthenticationConfiguration: Sendable {
     /// password is entered successfully (Apple's Touch ID: 5). Default 5; at least 1.
     public var lockoutThreshold: Int
 
-    /// The defaults: PAM service `keystone` for the effective user, fprintd on the system bus, the terminal.
+    /// The defaults: PAM service `keystone` for the effective user, fprintd on the system bus, the terminal, and
+    /// polkit's agent in a desktop session without a terminal.
     public init(pam: PAMConfiguration = .standard, fingerprint: FingerprintConfiguration? = FingerprintConfiguration(),
-                prompter: any AuthenticationPrompter = TerminalPrompter(), fingerprintAttempts: Int = 3, lockoutThreshold: Int = 5) {
+                prompter: any AuthenticationPrompter = TerminalPrompter(), polkit: PolkitConfiguration? = PolkitConfiguration(),
+                fingerprintAttempts: Int = 3, lockoutThreshold: Int = 5) {
         self.pam = pam
         self.fingerprint = fingerprint
         self.prompter = prompter
+        self.polkit = polkit
         self.fingerprintAttempts = max(1, fingerprintAttempts)
         self.lockoutThreshold = max(1, lockoutThreshold)
     }
@@ -89,7 +95,11 @@ public final class SystemAuthenticator: Authenticator {
     public func availability(for flags: AccessControlFlags) -> AuthenticationOutcome? {
         let plan = Plan(flags)
         if plan.unsupported { return .notAvailable }
-        if !configuration.prompter.isInteractive { return .notInteractive }
+        if !configuration.prompter.isInteractive {
+            // No terminal: polkit's agent can ask for the password, nobody can tell the person to touch the reader.
+            guard desktopPolkit != nil, plan.mode == .passcode || plan.mode == .biometryOrPasscode else { return .notInteractive }
+            return nil
+        }
         switch plan.mode {
         case .biometry: return biometryBlocker()
         case .passcode: return nil
@@ -111,42 +121,59 @@ public final class SystemAuthenticator: Authenticator {
         if cancellation.isCancelled { return AuthenticationResult(.appCancel) }
         let plan = Plan(request.flags)
         if plan.unsupported { return AuthenticationResult(.notAvailable) }
-        if !configuration.prompter.isInteractive { return AuthenticationResult(.notInteractive) }
-        let reason = request.operationPrompt
-        let password = { AuthenticationResult(self.verifyPassword(reason: reason, cancellation: cancellation), factors: [.passcode]) }
+        if !configuration.prompter.isInteractive {
+            guard let polkit = desktopPolkit, plan.mode == .passcode || plan.mode == .biometryOrPasscode else {
+                return AuthenticationResult(.notInteractive)
+            }
+            let result = PolkitAuthentication.authenticate(polkit, reason: request.operationPrompt, cancellation: cancellation)
+            if result.outcome == .success { consecutiveMisses.withLock { $0 = 0 } }
+            return AuthenticationResult(result.outcome, factors: [.passcode])
+        }
+        // Every prompt names the program and the reason (shown once, first).
+        let headline = RequestingProgram.headline(reason: request.operationPrompt)
+        let password = { AuthenticationResult(self.verifyPassword(reason: headline, cancellation: cancellation), factors: [.passcode]) }
         switch plan.mode {
         case .biometry:
             if let blocker = biometryBlocker() { return AuthenticationResult(blocker) }
-            return AuthenticationResult(verifyFingerprint(reason: reason, cancellation: cancellation), factors: [.biometry])
+            return AuthenticationResult(verifyFingerprint(reason: headline, prompter: configuration.prompter, cancellation: cancellation),
+                                        factors: [.biometry])
         case .passcode:
             return password()
         case .biometryOrPasscode:
-            if biometryBlocker() == nil {
-                let outcome = verifyFingerprint(reason: reason, cancellation: cancellation)
-                // A miss (or a reader that went away) falls back to the password, as Apple's “Enter Passcode” does;
-                // a cancellation does not.
-                switch outcome {
-                case .success, .userCancel, .appCancel: return AuthenticationResult(outcome, factors: [.biometry])
-                default: break
-                }
-                if cancellation.isCancelled { return AuthenticationResult(.appCancel) }
-            }
-            return password()
+            guard biometryBlocker() == nil else { return password() }
+            // Both at once: the first to succeed wins (FactorRace).
+            _ = configuration.prompter.prompt(AuthenticationMessage(.info, headline), cancellation: cancellation)
+            if cancellation.isCancelled { return AuthenticationResult(.appCancel) }
+            let prompter = configuration.prompter
+            return FactorRace.run(cancellation: cancellation, instructionWait: configuration.fingerprint?.callTimeout ?? 10,
+                                  fingerprint: { own, shown in
+                                      self.verifyFingerprint(reason: nil, prompter: NotifyingPrompter(base: prompter, shown: shown),
+                                                             cancellation: own)
+                                  },
+                                  password: { own in self.verifyPassword(reason: nil, cancellation: own) })
         case .all:
             var factors: Set<AuthenticationFactor> = []
+            var pendingHeadline: String? = headline
             if plan.biometry {
                 if let blocker = biometryBlocker() { return AuthenticationResult(blocker) }
-                let outcome = verifyFingerprint(reason: reason, cancellation: cancellation)
+                let outcome = verifyFingerprint(reason: headline, prompter: configuration.prompter, cancellation: cancellation)
                 if outcome != .success { return AuthenticationResult(outcome) }
                 factors.insert(.biometry)
+                pendingHeadline = nil
             }
             guard plan.passcode else { return AuthenticationResult(.success, factors: factors) }
-            let outcome = verifyPassword(reason: reason, cancellation: cancellation)
+            let outcome = verifyPassword(reason: pendingHeadline, cancellation: cancellation)
             return AuthenticationResult(outcome, factors: factors.union([.passcode]))
         }
     }
 
-    // MARK: - The two methods
+    // MARK: - The methods
+
+    /// polkit's configuration when its agent is to be asked instead of the terminal now.
+    private var desktopPolkit: PolkitConfiguration? {
+        guard let polkit = configuration.polkit, polkit.isActive else { return nil }
+        return polkit
+    }
 
     /// Why biometry cannot be attempted now, nil when it can.
     private func biometryBlocker() -> AuthenticationOutcome? {
@@ -158,22 +185,23 @@ public final class SystemAuthenticator: Authenticator {
         }
     }
 
-    private func verifyFingerprint(reason: String?, cancellation: AuthenticationCancellation) -> AuthenticationOutcome {
+    private func verifyFingerprint(reason: String?, prompter: any AuthenticationPrompter,
+                                   cancellation: AuthenticationCancellation) -> AuthenticationOutcome {
         guard let reader else { return .notAvailable }
         for attempt in 1...configuration.fingerprintAttempts {
             if cancellation.isCancelled { return .appCancel }
-            switch reader.verify(reason: attempt == 1 ? reason : nil, prompter: configuration.prompter, cancellation: cancellation) {
+            switch reader.verify(reason: attempt == 1 ? reason : nil, prompter: prompter, cancellation: cancellation) {
             case .match:
                 consecutiveMisses.withLock { $0 = 0 }
                 return .success
             case .noMatch:
                 let misses = consecutiveMisses.withLock { count -> Int in count += 1; return count }
                 if misses >= configuration.lockoutThreshold {
-                    _ = configuration.prompter.prompt(AuthenticationMessage(.error, "Too many failed fingerprint attempts: biometry is locked until you enter your password."), cancellation: cancellation)
+                    _ = prompter.prompt(AuthenticationMessage(.error, "Too many failed fingerprint attempts: biometry is locked until you enter your password."), cancellation: cancellation)
                     return .lockout
                 }
                 if attempt < configuration.fingerprintAttempts {
-                    _ = configuration.prompter.prompt(AuthenticationMessage(.error, "Fingerprint not recognized, try again."), cancellation: cancellation)
+                    _ = prompter.prompt(AuthenticationMessage(.error, "Fingerprint not recognized, try again."), cancellation: cancellation)
                 }
             case .cancelled: return .appCancel
             case .notEnrolled: return .notEnrolled
@@ -217,5 +245,20 @@ public final class SystemAuthenticator: Authenticator {
             // Presence together with a required method is proven by that method.
             if biometry && !passcode { mode = .biometry } else if passcode && !biometry { mode = .passcode } else { mode = .all }
         }
+    }
+}
+
+/// The fingerprint side's prompter in a ``FactorRace``: tells the race once each message has been shown, so the
+/// password prompt comes after the reader's instruction.
+private struct NotifyingPrompter: AuthenticationPrompter {
+    let base: any AuthenticationPrompter
+    let shown: @Sendable () -> Void
+
+    var isInteractive: Bool { base.isInteractive }
+
+    func prompt(_ message: AuthenticationMessage, cancellation: AuthenticationCancellation) -> String? {
+        let answer = base.prompt(message, cancellation: cancellation)
+        shown()
+        return answer
     }
 }

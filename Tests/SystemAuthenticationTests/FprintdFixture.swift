@@ -193,6 +193,43 @@ final class FprintdFixture: @unchecked Sendable {
         try waitForName("net.reactivated.Fprint")
     }
 
+    /// Starts python3-dbusmock's polkitd template on the bus (nothing allowed) and waits for its name: for a bus
+    /// started with `daemon: false`.
+    func startPolkitMock() throws {
+        let polkit = Process()
+        polkit.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        polkit.arguments = ["-m", "dbusmock", "--system", "--template", "polkitd"]
+        polkit.environment = environment
+        polkit.standardOutput = try Self.logFile("\(root)/polkitd.log")
+        polkit.standardError = polkit.standardOutput
+        try launch(polkit)
+        try waitForName("org.freedesktop.PolicyKit1")
+    }
+
+    /// Calls a method of the polkit mock's control interface (`org.freedesktop.DBus.Mock`): `SetAllowed`,
+    /// `SimulateHang`, `GetMethodCalls`, ...; returns gdbus's text of the reply.
+    @discardableResult
+    func polkitMock(_ method: String, _ arguments: String...) throws -> String {
+        try gdbus(["call", "--address", busAddress, "--dest", "org.freedesktop.PolicyKit1",
+                   "--object-path", "/org/freedesktop/PolicyKit1/Authority",
+                   "--method", "org.freedesktop.DBus.Mock.\(method)"] + arguments)
+    }
+
+    /// Watches the polkit mock's `MethodCalled` signals (dbusmock emits one as each call arrives).
+    func polkitMonitor() throws -> Monitor {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
+        process.arguments = ["monitor", "--address", busAddress, "--dest", "org.freedesktop.PolicyKit1"]
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let child = try launch(process)
+        let monitor = Monitor(child: child, fd: output.fileHandleForReading.fileDescriptor, pipe: output)
+        _ = try monitor.waitFor("is owned by")
+        return monitor
+    }
+
     /// Ends every process (SIGTERM, then SIGKILL after the deadline) and removes the directory. Idempotent.
     func stop() {
         let processes: [Child] = lock.withLock {
@@ -307,6 +344,23 @@ final class FprintdFixture: @unchecked Sendable {
         let monitor = Monitor(child: child, fd: output.fileHandleForReading.fileDescriptor, pipe: output)
         // gdbus monitor says who owns the name once its match rules are in place.
         _ = try monitor.waitFor("is owned by")
+        return monitor
+    }
+
+    /// Watches the method calls made to fprintd's devices (`dbus-monitor`, the bus allows monitoring): ``Monitor/waitFor(_:)``
+    /// returns once a line containing a text (`member=VerifyStop`) arrived.
+    func methodMonitor(interface: String = "net.reactivated.Fprint.Device") throws -> Monitor {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-monitor")
+        process.arguments = ["--address", busAddress, "type='method_call',interface='\(interface)'"]
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let child = try launch(process)
+        let monitor = Monitor(child: child, fd: output.fileHandleForReading.fileDescriptor, pipe: output)
+        // dbus-monitor becomes a monitor (BecomeMonitor): the bus takes its name away, which it prints.
+        _ = try monitor.waitFor("member=NameLost")
         return monitor
     }
 

@@ -30,7 +30,7 @@ final class LAContextOnLinuxTests {
     func use(_ prompter: any AuthenticationPrompter) throws {
         let user = try PAMFixture.user()
         let pam = try PAMConfiguration(user: user.name, configurationDirectory: directory.path, maximumAttempts: 1)
-        KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(pam: pam, fingerprint: nil, prompter: prompter))
+        KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(pam: pam, fingerprint: nil, prompter: prompter, polkit: nil))
     }
 
     static func evaluate(_ context: LAContext, _ policy: LAPolicy = .deviceOwnerAuthentication) async -> Result<Bool, LAError> {
@@ -49,7 +49,7 @@ final class LAContextOnLinuxTests {
         try use(prompter)
         #expect(await Self.evaluate(LAContext()) == .success(true))
         #expect(await Self.evaluate(LAContext()) == .failure(LAError(.authenticationFailed)))
-        #expect(prompter.messages.contains(AuthenticationMessage(.info, "Unlock the vault")))
+        #expect(prompter.messages.contains(AuthenticationMessage(.info, RequestingProgram.headline(reason: "Unlock the vault"))))
     }
 
     @Test("canEvaluatePolicy: the owner policy with a person to ask; biometry without a reader is biometryNotAvailable",
@@ -138,7 +138,7 @@ final class LAContextOnLinuxTests {
         let second = await PAMFixture.onThread { read(context) }
         #expect(second.0 == errSecSuccess && second.1 == "s3cret")
         #expect(prompter.secretPrompts.count == 1)
-        #expect(prompter.messages.contains(AuthenticationMessage(.info, "Open the vault")))
+        #expect(prompter.messages.contains(AuthenticationMessage(.info, RequestingProgram.headline(reason: "Open the vault"))))
         // Without the context, the next read asks again (the script is used up: a cancel).
         let third = await PAMFixture.onThread { read(nil) }
         #expect(third.0 == errSecUserCanceled)
@@ -151,7 +151,7 @@ final class LAContextOnLinuxTests {
         try await withFixture { fixture in
             let prompter = FingerPrompter { _ in try fixture.send("SCAN 1001") }
             KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(
-                fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: prompter))
+                fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: prompter, polkit: nil))
             let context = LAContext()
             #expect(context.biometryType == .none, "set only by canEvaluatePolicy, as on Apple platforms")
             var error: NSError?

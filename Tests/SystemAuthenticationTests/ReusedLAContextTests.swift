@@ -36,7 +36,7 @@ final class ReusedLAContextTests {
         let pam = try PAMConfiguration(user: try PAMFixture.user().name, configurationDirectory: directory.path, maximumAttempts: 1)
         KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(
             pam: pam, fingerprint: fixture.map { FingerprintConfiguration(busAddress: $0.busAddress) }, prompter: prompter,
-            fingerprintAttempts: 1))
+            polkit: nil, fingerprintAttempts: 1))
     }
 
     static func add(_ account: String, _ flags: SecAccessControlCreateFlags) throws {
@@ -105,11 +105,14 @@ final class ReusedLAContextTests {
         try await withFixture { fixture in
             try fixture.enroll(finger: "right-index-finger", scanID: Self.enrolled)
             // The person misses with the finger, types the password, then (asked for the finger) touches the reader.
-            let person = PersonPrompter(fixture: fixture, scans: [Self.stranger, Self.enrolled], answers: [user.password])
+            let monitor = try fixture.monitor()
+            defer { monitor.stop() }
+            let person = PersonPrompter(fixture: fixture, scans: [Self.stranger, Self.enrolled],
+                                        typing: [.after({ _ = try? monitor.waitFor("verify-no-match") }, user.password)])
             let pam = try PAMConfiguration(user: user.name, configurationDirectory: directory.path, maximumAttempts: 1)
             KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(
                 pam: pam, fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: person,
-                fingerprintAttempts: 1))
+                polkit: nil, fingerprintAttempts: 1))
             try Self.add("bio", .biometryAny)
             let context = LAContext()
             context.touchIDAuthenticationAllowableReuseDuration = 60
@@ -140,7 +143,7 @@ final class ReusedLAContextTests {
             let pam = try PAMConfiguration(user: user.name, configurationDirectory: directory.path, maximumAttempts: 1)
             KeychainServicesDefaults.useSystemAuthentication(SystemAuthenticationConfiguration(
                 pam: pam, fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: person,
-                fingerprintAttempts: 1))
+                polkit: nil, fingerprintAttempts: 1))
             try Self.add("pin", .devicePasscode)
             try Self.add("current", .biometryCurrentSet)
             let context = LAContext()

@@ -4,16 +4,32 @@ import KeychainEngine
 import SystemAuthentication
 import Testing
 
+/// What the person does when asked for the password.
+enum Typing: Sendable {
+    /// Types this at once.
+    case type(String)
+    /// Runs the closure (waits for something the test watches), then types, unless the prompt was withdrawn
+    /// meanwhile (then nothing is typed and the answer stays unused).
+    case after(@Sendable () -> Void, String)
+    /// Runs the closure, then waits until the prompt is withdrawn (its cancellation fires), and answers nil.
+    case waitUntilWithdrawn(@Sendable () -> Void)
+}
+
 /// The person at the reader and the keyboard: touches the reader with the next finger of `scans` when told to, and
-/// types the next answer of `answers` when asked. Records what was shown; nil answers and missing scans end the
-/// conversation, so no test can wait for ever.
+/// answers the next password prompt as `typing` says. Records what was shown and how many password prompts were
+/// withdrawn; nil answers and missing scans end the conversation, so no test can wait for ever.
 final class PersonPrompter: AuthenticationPrompter {
-    private let state: Locked<(scans: [String], answers: [String], messages: [AuthenticationMessage], failures: [String])>
+    private let state: Locked<(scans: [String], typing: [Typing], messages: [AuthenticationMessage], failures: [String], withdrawn: Int)>
     private let fixture: FprintdFixture
 
     init(fixture: FprintdFixture, scans: [String], answers: [String] = []) {
         self.fixture = fixture
-        state = Locked((scans, answers, [], []))
+        state = Locked((scans, answers.map { Typing.type($0) }, [], [], 0))
+    }
+
+    init(fixture: FprintdFixture, scans: [String], typing: [Typing]) {
+        self.fixture = fixture
+        state = Locked((scans, typing, [], [], 0))
     }
 
     var isInteractive: Bool { true }
@@ -21,11 +37,35 @@ final class PersonPrompter: AuthenticationPrompter {
     var failures: [String] { state.current.failures }
     var secretPrompts: Int { messages.filter { $0.style == .secret }.count }
     var scansLeft: Int { state.current.scans.count }
+    /// Password prompts withdrawn while they waited (their cancellation fired).
+    var withdrawn: Int { state.current.withdrawn }
 
     func prompt(_ message: AuthenticationMessage, cancellation: AuthenticationCancellation) -> String? {
         state.withLock { $0.messages.append(message) }
         if message.expectsAnswer {
-            return state.withLock { $0.answers.isEmpty ? nil : $0.answers.removeFirst() }
+            guard let typing: Typing = state.withLock({ $0.typing.isEmpty ? nil : $0.typing.first }) else { return nil }
+            switch typing {
+            case .type(let answer):
+                state.withLock { _ = $0.typing.removeFirst() }
+                return answer
+            case .after(let wait, let answer):
+                wait()
+                if cancellation.isCancelled {
+                    state.withLock { $0.withdrawn += 1 }
+                    return nil
+                }
+                state.withLock { _ = $0.typing.removeFirst() }
+                return answer
+            case .waitUntilWithdrawn(let action):
+                state.withLock { _ = $0.typing.removeFirst() }
+                let released = DispatchSemaphore(value: 0)
+                let token = cancellation.onCancel { released.signal() }
+                action()
+                released.wait()
+                cancellation.removeHandler(token)
+                state.withLock { $0.withdrawn += 1 }
+                return nil
+            }
         }
         if message.style == .info, message.text.hasPrefix("Place your finger") || message.text.hasPrefix("Swipe your finger") {
             // No scan left: nobody touches the reader (the virtual reader then gives up on its own).
@@ -52,7 +92,7 @@ struct SystemAuthenticatorFingerprintTests {
             pam = try PAMConfiguration(user: try PAMFixture.user().name, configurationDirectory: directory, maximumAttempts: 1)
         }
         return SystemAuthenticator(configuration: SystemAuthenticationConfiguration(
-            pam: pam, fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: prompter,
+            pam: pam, fingerprint: FingerprintConfiguration(busAddress: fixture.busAddress), prompter: prompter, polkit: nil,
             fingerprintAttempts: attempts, lockoutThreshold: lockout))
     }
 
@@ -93,7 +133,10 @@ struct SystemAuthenticatorFingerprintTests {
             #expect(authenticator.availability(for: .biometryAny) == nil)
             #expect(authenticator.authenticate(Self.request(.biometryAny)) == .success)
             #expect(authenticator.authenticate(Self.request(.biometryAny)) == .failed)
-            #expect(prompter.messages.first == AuthenticationMessage(.info, "Unlock"))
+            // Every prompt names the program and the reason first, then the reader's instruction.
+            #expect(prompter.messages.first == AuthenticationMessage(.info, "Authentication requested by \(RequestingProgram.name): Unlock"))
+            let instruction = prompter.messages.dropFirst().first?.text ?? ""
+            #expect(instruction.hasPrefix("Place your finger on ") || instruction.hasPrefix("Swipe your finger across "), "\(prompter.messages)")
             #expect(prompter.failures.isEmpty, "\(prompter.failures)")
         }
     }
@@ -138,7 +181,7 @@ struct SystemAuthenticatorFingerprintTests {
         }
     }
 
-    @Test(".userPresence falls back to the password after the fingerprint misses",
+    @Test(".userPresence: fingers that miss do not end it, the password typed afterwards still authenticates",
           .enabled(if: PAMFixture.canCreateUsers, "needs root and useradd to create a test user"))
     func presenceFallsBack() async throws {
         let user = try PAMFixture.user()
@@ -146,13 +189,17 @@ struct SystemAuthenticatorFingerprintTests {
         defer { directory.remove() }
         try await withFixture { fixture in
             try fixture.enroll(finger: "right-index-finger", scanID: Self.enrolled)
+            let monitor = try fixture.monitor()
+            defer { monitor.stop() }
+            // The password is typed once both scans have missed.
             let prompter = PersonPrompter(fixture: fixture, scans: [Self.stranger, Self.stranger, Self.stranger, Self.stranger],
-                                          answers: [user.password])
+                                          typing: [.after({ _ = try? monitor.waitFor("verify-no-match"); _ = try? monitor.waitFor("verify-no-match") },
+                                                          user.password)])
             let authenticator = try Self.authenticator(fixture, prompter, pam: directory.path, attempts: 2)
-            #expect(authenticator.authenticate(Self.request(.userPresence)) == .success)
+            #expect(authenticator.authenticateReportingFactors(Self.request(.userPresence)) == AuthenticationResult(.success, factors: [.passcode]))
             #expect(prompter.scansLeft == 2)
             #expect(prompter.secretPrompts == 1)
-            // .biometryAny alone never falls back.
+            // .biometryAny alone never asks for the password.
             #expect(authenticator.authenticate(Self.request(.biometryAny)) == .failed)
             #expect(prompter.secretPrompts == 1)
         }
@@ -166,10 +213,16 @@ struct SystemAuthenticatorFingerprintTests {
         defer { directory.remove() }
         try await withFixture { fixture in
             try fixture.enroll(finger: "right-index-finger", scanID: Self.enrolled)
-            let prompter = PersonPrompter(fixture: fixture, scans: [Self.enrolled, Self.stranger, Self.enrolled],
-                                          answers: [user.password, user.password])
+            let monitor = try fixture.monitor()
+            defer { monitor.stop() }
+            let prompter = PersonPrompter(fixture: fixture, scans: [Self.enrolled, Self.stranger, Self.enrolled], typing: [
+                .waitUntilWithdrawn({}),                                                       // the finger wins
+                .after({ _ = try? monitor.waitFor("verify-no-match") }, user.password),        // the finger missed
+                .type(user.password),                                                          // .and: after the finger
+            ])
             let authenticator = try Self.authenticator(fixture, prompter, pam: directory.path, attempts: 1)
             #expect(authenticator.authenticateReportingFactors(Self.request(.userPresence)) == AuthenticationResult(.success, factors: [.biometry]))
+            #expect(prompter.withdrawn == 1, "the finger won: the waiting password prompt was withdrawn")
             #expect(authenticator.authenticateReportingFactors(Self.request(.userPresence)) == AuthenticationResult(.success, factors: [.passcode]),
                     "the finger missed: the password stood in")
             #expect(authenticator.authenticateReportingFactors(Self.request([.biometryAny, .devicePasscode, .and]))

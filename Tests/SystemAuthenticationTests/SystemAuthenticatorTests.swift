@@ -29,7 +29,7 @@ struct SystemAuthenticatorTests {
             let user = try PAMFixture.user()
             directory = try PAMFixture.ServiceDirectory(["keystone": stack])
             let pam = try PAMConfiguration(user: user.name, configurationDirectory: directory.path, maximumAttempts: 1)
-            let authenticator = SystemAuthenticator(configuration: SystemAuthenticationConfiguration(pam: pam, fingerprint: nil, prompter: prompter))
+            let authenticator = SystemAuthenticator(configuration: SystemAuthenticationConfiguration(pam: pam, fingerprint: nil, prompter: prompter, polkit: nil))
             var configuration = EngineConfiguration()
             configuration.now = clock.read
             engine = KeychainEngine(storage: MemoryStorage(), configuration: configuration, authenticator: authenticator)
@@ -76,7 +76,7 @@ struct SystemAuthenticatorTests {
         let context = AuthenticationContext(reuseDuration: 10)
         #expect(try await setup.read(context: context).get() == "s3cret")
         #expect(prompter.secretPrompts.count == 1)
-        #expect(prompter.messages.first == AuthenticationMessage(.info, "Read the example.com password"))
+        #expect(prompter.messages.first == AuthenticationMessage(.info, RequestingProgram.headline(reason: "Read the example.com password")))
         setup.clock.advance(9)
         #expect(try await setup.read(context: context).get() == "s3cret")
         #expect(prompter.secretPrompts.count == 1, "the second read within 10 s must not prompt")
@@ -159,7 +159,7 @@ struct SystemAuthenticatorTests {
 
     @Test("companion and application-password items are not available on Linux")
     func unsupportedFlags() {
-        let authenticator = SystemAuthenticator(configuration: SystemAuthenticationConfiguration(fingerprint: nil, prompter: ScriptedPrompter([])))
+        let authenticator = SystemAuthenticator(configuration: SystemAuthenticationConfiguration(fingerprint: nil, prompter: ScriptedPrompter([]), polkit: nil))
         #expect(authenticator.availability(for: .watch) == .notAvailable)
         #expect(authenticator.availability(for: .applicationPassword) == .notAvailable)
         #expect(authenticator.authenticate(AuthenticationRequest(itemClass: .genericPassword, flags: .watch, operationPrompt: nil, operation: "copy")) == .notAvailable)
