@@ -265,6 +265,8 @@ let package = Package(
         .target(name: "KeychainTPM", dependencies: [
             "KeychainEngine", .target(name: "KeychainServices", condition: .when(platforms: linuxOnly)),
             .target(name: "CTPM", condition: .when(platforms: linuxOnly)), .product(name: "Crypto", package: "swift-crypto"),
+            // "TSS2 PRIVATE KEY" PEM (the ASN.1 TPM key format of tpm2-openssl, the kernel, go-tpm-keyfiles).
+            .product(name: "SwiftASN1", package: "swift-asn1"),
         ], swiftSettings: settings),
 
         // SPKI pinning over a trust evaluator: the policy, the URLSession delegate (Apple) and swift-nio-ssl's verification

@@ -515,11 +515,17 @@ static void srk_template(TPM2B_PUBLIC *pub) {
 /// An unrestricted P-256 key for ECDSA with SHA-256 (sign), for ECDH (decrypt), or for both (general: sign and
 /// decrypt with a NULL scheme, the scheme given by each command, as Apple's Secure Enclave SecKeys do both), never
 /// duplicable.
-static void key_template(TPM2B_PUBLIC *pub, int usage) {
+///
+/// Decision: a key with an authorization value (a PIN) is subject to dictionary-attack protection (no noDA: every
+/// wrong value counts toward the TPM's lockout, which is the point); a key without one is noDA, so that someone
+/// guessing another key's PIN until the TPM locks out cannot also block the keys that need no PIN (in lockout the TPM
+/// refuses every DA-protected object, even with an empty authorization value). Keys made before had no noDA: they keep
+/// working, and are blocked during a lockout.
+static void key_template(TPM2B_PUBLIC *pub, int usage, int with_auth) {
     memset(pub, 0, sizeof *pub);
     pub->publicArea.type = TPM2_ALG_ECC;
     pub->publicArea.nameAlg = TPM2_ALG_SHA256;
-    pub->publicArea.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
+    pub->publicArea.objectAttributes = (with_auth ? 0 : TPMA_OBJECT_NODA) | TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
                                        TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
                                        (usage == KS_TPM_USAGE_SIGN ? TPMA_OBJECT_SIGN_ENCRYPT
                                         : usage == KS_TPM_USAGE_KEY_AGREEMENT ? TPMA_OBJECT_DECRYPT
@@ -665,10 +671,19 @@ static void primary_gone(ks_tpm *tpm) {
 //   "KSTK" | version (1) | usage (1: sign, 2: key agreement, 3: both) | 0 | 0
 //   | TPM2B_PUBLIC (Tss2_MU marshalled) | TPM2B_PRIVATE (Tss2_MU marshalled)
 //   | CRC-32 (IEEE, big-endian) of everything before it.
+// Version 2 (written only for keys that need an authorization value, so keys without one keep version 1 and older
+// Keystone versions still read them): the same, byte 6 holding flags, bit 0 (KS_FLAG_AUTH) set: the key needs its
+// authorization value (a PIN) for every use. Other bits are refused. Version 1 blobs have flags 0.
+// Version 1 in full:
+//   "KSTK" | version (1) | usage (1: sign, 2: key agreement, 3: both) | 0 | 0
+//   | TPM2B_PUBLIC (Tss2_MU marshalled) | TPM2B_PRIVATE (Tss2_MU marshalled)
+//   | CRC-32 (IEEE, big-endian) of everything before it.
 // The CRC tells a corrupted blob (malformed) from another TPM's blob (which loads with an integrity failure); it
 // protects nothing: the TPM's own integrity HMAC in the private part does.
 static const uint8_t kMagic[4] = {'K', 'S', 'T', 'K'};
 #define KS_ENVELOPE_VERSION 1
+#define KS_ENVELOPE_VERSION_FLAGS 2
+#define KS_FLAG_AUTH 0x01
 #define KS_HEADER_LEN 8
 
 static uint32_t crc32_ieee(const uint8_t *p, size_t n) {
@@ -690,7 +705,7 @@ static int public_to_x963(const TPM2B_PUBLIC *pub, uint8_t out[65]) {
     return 0;
 }
 
-static int wrap_blob(int usage, const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv, uint8_t **blob,
+static int wrap_blob(int usage, int flags, const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *priv, uint8_t **blob,
                      size_t *blob_len, ks_tpm_error *err) {
     size_t cap = KS_HEADER_LEN + sizeof(TPM2B_PUBLIC) + sizeof(TPM2B_PRIVATE) + 4;
     uint8_t *buf = malloc(cap);
@@ -699,9 +714,9 @@ static int wrap_blob(int usage, const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *pr
         return -1;
     }
     memcpy(buf, kMagic, 4);
-    buf[4] = KS_ENVELOPE_VERSION;
+    buf[4] = flags ? KS_ENVELOPE_VERSION_FLAGS : KS_ENVELOPE_VERSION;
     buf[5] = (uint8_t)usage;
-    buf[6] = 0;
+    buf[6] = (uint8_t)flags;
     buf[7] = 0;
     size_t offset = KS_HEADER_LEN;
     TSS2_RC rc = Tss2_MU_TPM2B_PUBLIC_Marshal(pub, buf, cap - 4, &offset);
@@ -721,18 +736,18 @@ static int wrap_blob(int usage, const TPM2B_PUBLIC *pub, const TPM2B_PRIVATE *pr
     return 0;
 }
 
-static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, TPM2B_PUBLIC *pub, TPM2B_PRIVATE *priv,
-                       ks_tpm_error *err) {
+static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, int *flags, TPM2B_PUBLIC *pub,
+                       TPM2B_PRIVATE *priv, ks_tpm_error *err) {
     memset(pub, 0, sizeof *pub);
     memset(priv, 0, sizeof *priv);
     if (!blob || len < KS_HEADER_LEN + 4 || memcmp(blob, kMagic, 4) != 0) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "not a Keystone TPM key (%zu bytes, no KSTK header)", len);
         return -1;
     }
-    if (blob[4] != KS_ENVELOPE_VERSION) {
+    if (blob[4] != KS_ENVELOPE_VERSION && blob[4] != KS_ENVELOPE_VERSION_FLAGS) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0,
-                  "Keystone TPM key format version %u is not supported (this library reads version %u)",
-                  (unsigned)blob[4], (unsigned)KS_ENVELOPE_VERSION);
+                  "Keystone TPM key format version %u is not supported (this library reads versions 1 and 2)",
+                  (unsigned)blob[4]);
         return -1;
     }
     uint32_t stored = ((uint32_t)blob[len - 4] << 24) | ((uint32_t)blob[len - 3] << 16) |
@@ -742,8 +757,9 @@ static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, TPM2B_PUBLIC
         return -1;
     }
     int u = blob[5];
-    if ((u != KS_TPM_USAGE_SIGN && u != KS_TPM_USAGE_KEY_AGREEMENT && u != KS_TPM_USAGE_GENERAL) || blob[6] != 0 ||
-        blob[7] != 0) {
+    int f = blob[4] == KS_ENVELOPE_VERSION_FLAGS ? blob[6] : 0;
+    if ((u != KS_TPM_USAGE_SIGN && u != KS_TPM_USAGE_KEY_AGREEMENT && u != KS_TPM_USAGE_GENERAL) ||
+        (blob[4] == KS_ENVELOPE_VERSION && blob[6] != 0) || (f & ~KS_FLAG_AUTH) != 0 || blob[7] != 0) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "the TPM key's header is invalid");
         return -1;
     }
@@ -765,6 +781,7 @@ static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, TPM2B_PUBLIC
         return -1;
     }
     if (usage) *usage = u;
+    if (flags) *flags = f;
     return 0;
 }
 
@@ -772,9 +789,117 @@ int ks_tpm_blob_public(const uint8_t *blob, size_t blob_len, uint8_t pub_x963[65
     clear_error(err);
     TPM2B_PUBLIC pub;
     TPM2B_PRIVATE priv;
-    if (unwrap_blob(blob, blob_len, usage, &pub, &priv, err) != 0) return -1;
+    if (unwrap_blob(blob, blob_len, usage, NULL, &pub, &priv, err) != 0) return -1;
     public_to_x963(&pub, pub_x963);
     return 0;
+}
+
+int ks_tpm_blob_needs_auth(const uint8_t *blob, size_t blob_len, ks_tpm_error *err) {
+    clear_error(err);
+    TPM2B_PUBLIC pub;
+    TPM2B_PRIVATE priv;
+    int flags = 0;
+    if (unwrap_blob(blob, blob_len, NULL, &flags, &pub, &priv, err) != 0) return -1;
+    memset(&priv, 0, sizeof priv);
+    return (flags & KS_FLAG_AUTH) ? 1 : 0;
+}
+
+int ks_tpm_blob_parts(const uint8_t *blob, size_t blob_len, uint8_t **pub_out, size_t *pub_len, uint8_t **priv_out,
+                      size_t *priv_len, int *needs_auth, ks_tpm_error *err) {
+    clear_error(err);
+    *pub_out = NULL;
+    *priv_out = NULL;
+    TPM2B_PUBLIC pub;
+    TPM2B_PRIVATE priv;
+    int flags = 0;
+    if (unwrap_blob(blob, blob_len, NULL, &flags, &pub, &priv, err) != 0) return -1;
+    uint8_t *p = malloc(sizeof pub), *q = malloc(sizeof priv);
+    size_t pn = 0, qn = 0;
+    TSS2_RC rc = (p && q) ? Tss2_MU_TPM2B_PUBLIC_Marshal(&pub, p, sizeof pub, &pn) : TSS2_ESYS_RC_MEMORY;
+    if (rc == TSS2_RC_SUCCESS) rc = Tss2_MU_TPM2B_PRIVATE_Marshal(&priv, q, sizeof priv, &qn);
+    memset(&priv, 0, sizeof priv);
+    if (rc != TSS2_RC_SUCCESS) {
+        free(p);
+        free(q);
+        tss_error(NULL, err, KS_TPM_ERR_OTHER, rc, "marshalling the key failed");
+        return -1;
+    }
+    *pub_out = p;
+    *pub_len = pn;
+    *priv_out = q;
+    *priv_len = qn;
+    if (needs_auth) *needs_auth = (flags & KS_FLAG_AUTH) ? 1 : 0;
+    return 0;
+}
+
+int ks_tpm_blob_from_parts(const uint8_t *pub_bytes, size_t pub_len, const uint8_t *priv_bytes, size_t priv_len,
+                           int needs_auth, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65], int *usage_out,
+                           ks_tpm_error *err) {
+    clear_error(err);
+    *blob = NULL;
+    *blob_len = 0;
+    TPM2B_PUBLIC pub;
+    TPM2B_PRIVATE priv;
+    memset(&pub, 0, sizeof pub);
+    memset(&priv, 0, sizeof priv);
+    size_t offset = 0;
+    TSS2_RC rc = Tss2_MU_TPM2B_PUBLIC_Unmarshal(pub_bytes, pub_len, &offset, &pub);
+    if (rc != TSS2_RC_SUCCESS || offset != pub_len) {
+        set_error(err, KS_TPM_ERR_MALFORMED_BLOB, rc, "the key's public part is not a TPM2B_PUBLIC");
+        return -1;
+    }
+    offset = 0;
+    rc = Tss2_MU_TPM2B_PRIVATE_Unmarshal(priv_bytes, priv_len, &offset, &priv);
+    if (rc != TSS2_RC_SUCCESS || offset != priv_len) {
+        set_error(err, KS_TPM_ERR_MALFORMED_BLOB, rc, "the key's private part is not a TPM2B_PRIVATE");
+        return -1;
+    }
+    const TPMT_PUBLIC *area = &pub.publicArea;
+    TPMA_OBJECT attrs = area->objectAttributes;
+    int result = -1;
+    if (area->type != TPM2_ALG_ECC || area->parameters.eccDetail.curveID != TPM2_ECC_NIST_P256) {
+        set_error(err, KS_TPM_ERR_UNSUPPORTED, 0,
+                  "the key is not a P-256 elliptic-curve key (Keystone's TPM keys are P-256, as the Secure Enclave's)");
+        goto done;
+    }
+    if (attrs & TPMA_OBJECT_RESTRICTED) {
+        set_error(err, KS_TPM_ERR_UNSUPPORTED, 0, "the key is restricted (a storage or attestation key), not a "
+                                                  "general-purpose signing or key-agreement key");
+        goto done;
+    }
+    if (area->authPolicy.size != 0 && !(attrs & TPMA_OBJECT_USERWITHAUTH)) {
+        set_error(err, KS_TPM_ERR_UNSUPPORTED, 0, "the key can be used only through a policy, which Keystone does not "
+                                                  "satisfy");
+        goto done;
+    }
+    int sign = (attrs & TPMA_OBJECT_SIGN_ENCRYPT) != 0, decrypt = (attrs & TPMA_OBJECT_DECRYPT) != 0;
+    int usage = sign && decrypt ? KS_TPM_USAGE_GENERAL : sign ? KS_TPM_USAGE_SIGN : decrypt ? KS_TPM_USAGE_KEY_AGREEMENT : 0;
+    const TPMT_ECC_SCHEME *scheme = &area->parameters.eccDetail.scheme;
+    if (usage == 0) {
+        set_error(err, KS_TPM_ERR_UNSUPPORTED, 0, "the key may neither sign nor agree keys");
+        goto done;
+    }
+    if (sign && !(scheme->scheme == TPM2_ALG_NULL ||
+                  (scheme->scheme == TPM2_ALG_ECDSA && scheme->details.ecdsa.hashAlg == TPM2_ALG_SHA256))) {
+        set_error(err, KS_TPM_ERR_UNSUPPORTED, 0,
+                  "the key's fixed signing scheme is not ECDSA with SHA-256 (scheme 0x%x)", (unsigned)scheme->scheme);
+        goto done;
+    }
+    if (!sign && decrypt && !(scheme->scheme == TPM2_ALG_NULL || scheme->scheme == TPM2_ALG_ECDH)) {
+        set_error(err, KS_TPM_ERR_UNSUPPORTED, 0, "the key's fixed scheme is not ECDH (scheme 0x%x)",
+                  (unsigned)scheme->scheme);
+        goto done;
+    }
+    if (public_to_x963(&pub, pub_x963) != 0) {
+        set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "the key's public point is not a P-256 point");
+        goto done;
+    }
+    if (wrap_blob(usage, needs_auth ? KS_FLAG_AUTH : 0, &pub, &priv, blob, blob_len, err) != 0) goto done;
+    if (usage_out) *usage_out = usage;
+    result = 0;
+done:
+    memset(&priv, 0, sizeof priv);
+    return result;
 }
 
 // MARK: - Keys
@@ -793,11 +918,16 @@ static int check_usable(ks_tpm *tpm, ks_tpm_error *err) {
     return 0;
 }
 
-static TSS2_RC create_once(ks_tpm *tpm, int usage, TPM2B_PRIVATE **out_private, TPM2B_PUBLIC **out_public) {
+static TSS2_RC create_once(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len,
+                           TPM2B_PRIVATE **out_private, TPM2B_PUBLIC **out_public) {
     TPM2B_SENSITIVE_CREATE sensitive;
     memset(&sensitive, 0, sizeof sensitive);
+    if (auth_len > 0) {
+        sensitive.sensitive.userAuth.size = (UINT16)auth_len;
+        memcpy(sensitive.sensitive.userAuth.buffer, auth, auth_len);
+    }
     TPM2B_PUBLIC template;
-    key_template(&template, usage);
+    key_template(&template, usage, auth_len > 0);
     TPM2B_DATA outside_info = {.size = 0};
     TPML_PCR_SELECTION pcrs = {.count = 0};
     TPM2B_CREATION_DATA *creation_data = NULL;
@@ -812,14 +942,20 @@ static TSS2_RC create_once(ks_tpm *tpm, int usage, TPM2B_PRIVATE **out_private, 
     Esys_Free(creation_data);
     Esys_Free(creation_hash);
     Esys_Free(creation_ticket);
+    memset(&sensitive, 0, sizeof sensitive);
     return rc;
 }
 
-static int unlocked_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
-                      ks_tpm_error *err) {
+static int unlocked_create_key(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, uint8_t **blob,
+                               size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err) {
     clear_error(err);
     *blob = NULL;
     *blob_len = 0;
+    if (auth_len > 32 || (auth_len > 0 && !auth)) {
+        set_error(err, KS_TPM_ERR_OTHER, 0, "a key's authorization value has at most 32 bytes (SHA-256's size), not %zu",
+                  auth_len);
+        return -1;
+    }
     if (usage != KS_TPM_USAGE_SIGN && usage != KS_TPM_USAGE_KEY_AGREEMENT && usage != KS_TPM_USAGE_GENERAL) {
         set_error(err, KS_TPM_ERR_OTHER, 0, "unknown key usage %d", usage);
         return -1;
@@ -831,17 +967,17 @@ static int unlocked_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *b
     TPM2B_PRIVATE *out_private = NULL;
     TPM2B_PUBLIC *out_public = NULL;
     if (ensure_primary(tpm, err) != 0) goto done;
-    TSS2_RC rc = create_once(tpm, usage, &out_private, &out_public);
+    TSS2_RC rc = create_once(tpm, usage, auth, auth_len, &out_private, &out_public);
     if (rc != TSS2_RC_SUCCESS && usable(tpm)) {
         if (is_stale_handle(rc)) {
             // The primary key is gone: create it again, once.
             primary_gone(tpm);
             if (ensure_primary(tpm, err) != 0) goto done;
-            rc = create_once(tpm, usage, &out_private, &out_public);
+            rc = create_once(tpm, usage, auth, auth_len, &out_private, &out_public);
         } else if (tpm_base(rc) == TPM2_RC_OBJECT_MEMORY) {
             // TPM2_Create needs a free object slot: make room with the cached keys and orphans, once.
             make_room(tpm);
-            if (usable(tpm)) rc = create_once(tpm, usage, &out_private, &out_public);
+            if (usable(tpm)) rc = create_once(tpm, usage, auth, auth_len, &out_private, &out_public);
         }
     }
     if (rc != TSS2_RC_SUCCESS) {
@@ -852,7 +988,8 @@ static int unlocked_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *b
         set_error(err, KS_TPM_ERR_OTHER, 0, "the TPM returned a public key that is not P-256");
         goto done;
     }
-    if (wrap_blob(usage, out_public, out_private, blob, blob_len, err) != 0) goto done;
+    if (wrap_blob(usage, auth_len > 0 ? KS_FLAG_AUTH : 0, out_public, out_private, blob, blob_len, err) != 0)
+        goto done;
     result = 0;
 done:
     if (out_private) {
@@ -879,7 +1016,7 @@ static int load_blob(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, ESYS_TR 
     *handle = ESYS_TR_NONE;
     TPM2B_PUBLIC pub;
     TPM2B_PRIVATE priv;
-    if (unwrap_blob(blob, blob_len, NULL, &pub, &priv, err) != 0) return -1;
+    if (unwrap_blob(blob, blob_len, NULL, NULL, &pub, &priv, err) != 0) return -1;
     int result = -1;
     if (ensure_primary(tpm, err) != 0) goto done;
     TSS2_RC rc = load_once(tpm, &priv, &pub, handle);
@@ -927,8 +1064,10 @@ typedef TSS2_RC (*key_operation)(ks_tpm *tpm, ESYS_TR key, void *context);
 /// operation succeeds (flushed when it fails: a refusal leaves nothing more loaded). When the TPM reports a cached
 /// key gone (see is_stale_handle), it is loaded again and the operation retried, once. Returns -1 with *err set
 /// when the key could not be loaded, else 0 with the operation's response code in *op_rc. SIGPIPE blocked.
-static int with_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, key_operation operation, void *context,
-                    TSS2_RC *op_rc, ks_tpm_error *err) {
+/// `auth` (NULL/0: none) is the key's authorization value: ESAPI's handle of the key holds it only for the
+/// operation (a cached key never keeps a caller's value for the next caller).
+static int with_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth, size_t auth_len,
+                    key_operation operation, void *context, TSS2_RC *op_rc, ks_tpm_error *err) {
     for (int attempt = 0;; attempt++) {
         int cached = cache_find(tpm, blob, blob_len);
         ESYS_TR key;
@@ -940,7 +1079,15 @@ static int with_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, key_opera
             if (!usable(tpm)) return check_usable(tpm, err);
             if (load_blob(tpm, blob, blob_len, &key, err) != 0) return -1;
         }
-        TSS2_RC rc = operation(tpm, key, context);
+        TPM2B_AUTH value = {.size = 0};
+        if (auth && auth_len > 0 && auth_len <= sizeof value.buffer) {
+            value.size = (UINT16)auth_len;
+            memcpy(value.buffer, auth, auth_len);
+        }
+        Esys_TR_SetAuth(tpm->esys, key, &value);
+        TSS2_RC rc = operation ? operation(tpm, key, context) : TSS2_RC_SUCCESS;
+        memset(&value, 0, sizeof value);
+        if (!tpm->timed_out) Esys_TR_SetAuth(tpm->esys, key, &value);
         if (cached >= 0) {
             if (rc != TSS2_RC_SUCCESS && is_stale_handle(rc) && attempt == 0 && usable(tpm)) {
                 cache_drop_entry(tpm, cached, 0);
@@ -961,6 +1108,68 @@ static int with_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, key_opera
         *op_rc = rc;
         return 0;
     }
+}
+
+/// Reads the TPM's dictionary-attack state (TPM_PT_LOCKOUT_COUNTER ... TPM_PT_LOCKOUT_RECOVERY).
+static TSS2_RC read_lockout(ks_tpm *tpm, ks_tpm_lockout *out) {
+    memset(out, 0, sizeof *out);
+    TPMS_CAPABILITY_DATA *caps = NULL;
+    TPMI_YES_NO more = 0;
+    TSS2_RC rc;
+    TPM_COMMAND(tpm, rc,
+                Esys_GetCapability_Async(tpm->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
+                                         TPM2_PT_LOCKOUT_COUNTER, 4),
+                Esys_GetCapability_Finish(tpm->esys, &more, &caps));
+    if (rc == TSS2_RC_SUCCESS && caps->capability == TPM2_CAP_TPM_PROPERTIES) {
+        const TPML_TAGGED_TPM_PROPERTY *props = &caps->data.tpmProperties;
+        for (UINT32 i = 0; i < props->count && i < TPM2_MAX_TPM_PROPERTIES; i++) {
+            uint32_t v = props->tpmProperty[i].value;
+            switch (props->tpmProperty[i].property) {
+            case TPM2_PT_LOCKOUT_COUNTER: out->counter = v; break;
+            case TPM2_PT_MAX_AUTH_FAIL: out->max_tries = v; break;
+            case TPM2_PT_LOCKOUT_INTERVAL: out->interval_s = v; break;
+            case TPM2_PT_LOCKOUT_RECOVERY: out->recovery_s = v; break;
+            default: break;
+            }
+        }
+    }
+    Esys_Free(caps);
+    return rc;
+}
+
+/// Fills *err when `rc` is the TPM refusing the key's authorization value (TPM_RC_AUTH_FAIL, TPM_RC_BAD_AUTH) or
+/// refusing it because of a dictionary-attack lockout (TPM_RC_LOCKOUT), with the TPM's lockout state read after it;
+/// returns 1 then, else 0.
+static int auth_error(ks_tpm *tpm, ks_tpm_error *err, TSS2_RC rc, const char *what) {
+    uint32_t base = tpm_base(rc);
+    if (base != TPM2_RC_AUTH_FAIL && base != TPM2_RC_BAD_AUTH && base != TPM2_RC_LOCKOUT) return 0;
+    ks_tpm_lockout state;
+    memset(&state, 0, sizeof state);
+    if (usable(tpm)) read_lockout(tpm, &state);
+    char detail[160];
+    if (base == TPM2_RC_LOCKOUT) {
+        if (state.interval_s > 0) {
+            snprintf(detail, sizeof detail,
+                     "the TPM is in dictionary-attack lockout (%u failed authorizations, at most %u): it accepts a "
+                     "new attempt within %u s (it forgets one failure every %u s)",
+                     state.counter, state.max_tries, state.interval_s, state.interval_s);
+        } else {
+            snprintf(detail, sizeof detail,
+                     "the TPM is in dictionary-attack lockout: only its owner can reset it (tpm2_dictionarylockout "
+                     "--clear-lockout)");
+        }
+        set_error(err, KS_TPM_ERR_LOCKOUT, rc, "%s with the key refused: %s (0x%x)", what, detail, rc);
+    } else {
+        if (state.max_tries > 0 && state.counter < state.max_tries) {
+            snprintf(detail, sizeof detail, "; %u more failures lock the TPM out", state.max_tries - state.counter);
+        } else {
+            detail[0] = 0;
+        }
+        set_error(err, KS_TPM_ERR_AUTH_FAILED, rc,
+                  "%s with the key refused by the TPM: wrong authorization value (PIN)%s (0x%x)", what, detail, rc);
+    }
+    if (err) err->lockout = state;
+    return 1;
 }
 
 static void copy_padded(uint8_t out[32], const TPM2B_ECC_PARAMETER *p) {
@@ -990,8 +1199,8 @@ static TSS2_RC sign_operation(ks_tpm *tpm, ESYS_TR key, void *context) {
     return rc;
 }
 
-static int unlocked_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
-                       uint8_t sig_rs[64], ks_tpm_error *err) {
+static int unlocked_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth,
+                                size_t auth_len, const uint8_t digest[32], uint8_t sig_rs[64], ks_tpm_error *err) {
     clear_error(err);
     if (check_usable(tpm, err) != 0) return -1;
     sigpipe_guard g;
@@ -999,10 +1208,11 @@ static int unlocked_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_le
     int result = -1;
     sign_context context = {.digest = digest, .signature = NULL};
     TSS2_RC rc;
-    if (with_key(tpm, blob, blob_len, sign_operation, &context, &rc, err) != 0) goto done;
+    if (with_key(tpm, blob, blob_len, auth, auth_len, sign_operation, &context, &rc, err) != 0) goto done;
     if (rc != TSS2_RC_SUCCESS) {
         uint32_t base = tpm_base(rc);
-        if (base == TPM2_RC_KEY || base == TPM2_RC_ATTRIBUTES || base == TPM2_RC_SCHEME || base == TPM2_RC_TYPE) {
+        if (auth_error(tpm, err, rc, "signing")) {
+        } else if (base == TPM2_RC_KEY || base == TPM2_RC_ATTRIBUTES || base == TPM2_RC_SCHEME || base == TPM2_RC_TYPE) {
             tss_error(tpm, err, KS_TPM_ERR_WRONG_USAGE, rc, "the TPM refuses to sign with this key (not a signing key)");
         } else {
             tss_error(tpm, err, KS_TPM_ERR_OTHER, rc, "signing in the TPM failed");
@@ -1040,8 +1250,8 @@ static TSS2_RC ecdh_operation(ks_tpm *tpm, ESYS_TR key, void *context) {
     return rc;
 }
 
-static int unlocked_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
-                uint8_t shared_x[32], ks_tpm_error *err) {
+static int unlocked_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth, size_t auth_len,
+                         const uint8_t peer_x963[65], uint8_t shared_x[32], ks_tpm_error *err) {
     clear_error(err);
     if (peer_x963[0] != 0x04) {
         set_error(err, KS_TPM_ERR_INVALID_PEER_KEY, 0,
@@ -1060,10 +1270,11 @@ static int unlocked_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, cons
     memcpy(point.point.y.buffer, peer_x963 + 33, 32);
     ecdh_context context = {.peer = &point, .shared = NULL};
     TSS2_RC rc;
-    if (with_key(tpm, blob, blob_len, ecdh_operation, &context, &rc, err) != 0) goto done;
+    if (with_key(tpm, blob, blob_len, auth, auth_len, ecdh_operation, &context, &rc, err) != 0) goto done;
     if (rc != TSS2_RC_SUCCESS) {
         uint32_t base = tpm_base(rc);
-        if (base == TPM2_RC_ECC_POINT || base == TPM2_RC_NO_RESULT) {
+        if (auth_error(tpm, err, rc, "key agreement")) {
+        } else if (base == TPM2_RC_ECC_POINT || base == TPM2_RC_NO_RESULT) {
             tss_error(tpm, err, KS_TPM_ERR_INVALID_PEER_KEY, rc, "the peer's public key is not a point on P-256");
         } else if (base == TPM2_RC_KEY || base == TPM2_RC_ATTRIBUTES || base == TPM2_RC_SCHEME ||
                    base == TPM2_RC_TYPE) {
@@ -1155,7 +1366,7 @@ done:
 int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
                       ks_tpm_error *err) {
     pthread_mutex_lock(&tpm->op_lock);
-    int result = unlocked_create_key(tpm, usage, blob, blob_len, pub_x963, err);
+    int result = unlocked_create_key(tpm, usage, NULL, 0, blob, blob_len, pub_x963, err);
     pthread_mutex_unlock(&tpm->op_lock);
     return result;
 }
@@ -1163,7 +1374,7 @@ int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, 
 int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t digest[32],
                        uint8_t sig_rs[64], ks_tpm_error *err) {
     pthread_mutex_lock(&tpm->op_lock);
-    int result = unlocked_sign_digest(tpm, blob, blob_len, digest, sig_rs, err);
+    int result = unlocked_sign_digest(tpm, blob, blob_len, NULL, 0, digest, sig_rs, err);
     pthread_mutex_unlock(&tpm->op_lock);
     return result;
 }
@@ -1171,7 +1382,65 @@ int ks_tpm_sign_digest(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const 
 int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t peer_x963[65],
                 uint8_t shared_x[32], ks_tpm_error *err) {
     pthread_mutex_lock(&tpm->op_lock);
-    int result = unlocked_ecdh(tpm, blob, blob_len, peer_x963, shared_x, err);
+    int result = unlocked_ecdh(tpm, blob, blob_len, NULL, 0, peer_x963, shared_x, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_create_key_with_auth(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, uint8_t **blob,
+                                size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_create_key(tpm, usage, auth, auth_len, blob, blob_len, pub_x963, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_sign_digest_with_auth(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth,
+                                 size_t auth_len, const uint8_t digest[32], uint8_t sig_rs[64], ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_sign_digest(tpm, blob, blob_len, auth, auth_len, digest, sig_rs, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_ecdh_with_auth(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth, size_t auth_len,
+                          const uint8_t peer_x963[65], uint8_t shared_x[32], ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_ecdh(tpm, blob, blob_len, auth, auth_len, peer_x963, shared_x, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_check_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    clear_error(err);
+    int result = check_usable(tpm, err);
+    if (result == 0) {
+        sigpipe_guard g;
+        sigpipe_block(&g);
+        TSS2_RC rc;
+        result = with_key(tpm, blob, blob_len, NULL, 0, NULL, NULL, &rc, err);
+        sigpipe_unblock(&g);
+    }
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_lockout_state(ks_tpm *tpm, ks_tpm_lockout *out, ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    clear_error(err);
+    memset(out, 0, sizeof *out);
+    int result = check_usable(tpm, err);
+    if (result == 0) {
+        sigpipe_guard g;
+        sigpipe_block(&g);
+        TSS2_RC rc = read_lockout(tpm, out);
+        sigpipe_unblock(&g);
+        if (rc != TSS2_RC_SUCCESS) {
+            tss_error(tpm, err, KS_TPM_ERR_OTHER, rc, "reading the TPM's dictionary-attack state failed");
+            result = -1;
+        }
+    }
     pthread_mutex_unlock(&tpm->op_lock);
     return result;
 }

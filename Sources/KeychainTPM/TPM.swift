@@ -33,6 +33,15 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
         /// open but does not respond (a wedged chip or driver, a stopped swtpm). The ``TPMDevice`` stays unusable
         /// (every later call fails at once with this kind); open a new one.
         case timedOut
+        /// The TPM refused the key's authorization value (a wrong PIN: `TPM_RC_AUTH_FAIL` / `TPM_RC_BAD_AUTH`) and
+        /// counted the failure toward its dictionary-attack lockout (``TPMError/lockout`` says how many remain).
+        case authFailed
+        /// The TPM is in dictionary-attack lockout (`TPM_RC_LOCKOUT`): it refuses every key that needs an
+        /// authorization value, right PIN or wrong, until it forgets a failure (``TPMError/lockout`` says when).
+        case lockout
+        /// The key is well formed but not one Keystone can use (a TSS2 key with a policy, a parent other than the
+        /// owner hierarchy, not P-256, ...).
+        case unsupported
         /// Anything else (``TPMError/message`` says what).
         case other
 
@@ -45,6 +54,9 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
             case .connectionLost: "connectionLost"
             case .wrongKeyUsage: "wrongKeyUsage"
             case .timedOut: "timedOut"
+            case .authFailed: "authFailed"
+            case .lockout: "lockout"
+            case .unsupported: "unsupported"
             case .other: "other"
             }
         }
@@ -56,11 +68,15 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
     public let rc: UInt32
     /// What failed, with the response code decoded (by `Tss2_RC_Decode`).
     public let message: String
+    /// For ``Kind/authFailed`` and ``Kind/lockout``: the TPM's dictionary-attack state read right after (nil when
+    /// it could not be read, and for other kinds).
+    public let lockout: TPMLockoutState?
 
-    public init(kind: Kind, rc: UInt32 = 0, message: String) {
+    public init(kind: Kind, rc: UInt32 = 0, message: String, lockout: TPMLockoutState? = nil) {
         self.kind = kind
         self.rc = rc
         self.message = message
+        self.lockout = lockout
     }
 
     init(_ error: ks_tpm_error) {
@@ -72,12 +88,18 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
         case KS_TPM_ERR_CONNECTION_LOST: .connectionLost
         case KS_TPM_ERR_WRONG_USAGE: .wrongKeyUsage
         case KS_TPM_ERR_TIMED_OUT: .timedOut
+        case KS_TPM_ERR_AUTH_FAILED: .authFailed
+        case KS_TPM_ERR_LOCKOUT: .lockout
+        case KS_TPM_ERR_UNSUPPORTED: .unsupported
         default: .other
         }
         let message = withUnsafeBytes(of: error.message) { bytes in
             String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
-        self.init(kind: kind, rc: error.rc, message: message.isEmpty ? "TPM operation failed" : message)
+        let state = error.lockout
+        let lockout = (kind == .authFailed || kind == .lockout) && state.max_tries > 0
+            ? TPMLockoutState(state) : nil
+        self.init(kind: kind, rc: error.rc, message: message.isEmpty ? "TPM operation failed" : message, lockout: lockout)
     }
 
     /// The message and what to do about it.
@@ -100,11 +122,59 @@ public struct TPMError: Error, CustomStringConvertible, Sendable, Hashable {
         case .timedOut:
             "The TPM stopped answering; open it again (if it keeps timing out, check the TPM, its driver or the "
                 + "software TPM, or allow more time with TPMDevice(tcti:timeout:))."
+        case .authFailed:
+            "Give the key's PIN; every wrong one counts toward the TPM's lockout."
+        case .lockout:
+            "Wait for the TPM to forget failures (see the time above); its owner can reset the lockout "
+                + "(tpm2_dictionarylockout --clear-lockout)."
+        case .unsupported:
+            "Use a P-256 TPM key without a policy whose parent is the owner hierarchy (0x40000001)."
         case .other:
             ""
         }
         let code = rc == 0 ? "" : String(format: " [TSS2_RC 0x%x]", rc)
         return advice.isEmpty ? "TPM error (\(kind)): \(message)\(code)" : "TPM error (\(kind)): \(message)\(code). \(advice)"
+    }
+}
+
+// MARK: - Dictionary-attack state
+
+/// The TPM's dictionary-attack protection state (`TPM2_GetCapability`, `TPM_PT_LOCKOUT_*`).
+///
+/// A key with an authorization value (a PIN) is subject to it: each wrong value increments ``failedTries``; when it
+/// reaches ``maxTries`` the TPM refuses every such key (``TPMError/Kind/lockout``) until it forgets a failure,
+/// one every ``lockoutInterval``. Its owner can set these (`tpm2_dictionarylockout --setup-parameters`) and reset the
+/// counter (`--clear-lockout`).
+public struct TPMLockoutState: Sendable, Hashable {
+    /// Failed authorizations the TPM currently counts (`TPM_PT_LOCKOUT_COUNTER`).
+    public let failedTries: UInt32
+    /// The count at which it locks out (`TPM_PT_MAX_AUTH_FAIL`).
+    public let maxTries: UInt32
+    /// How long until it forgets one failure (`TPM_PT_LOCKOUT_INTERVAL`); zero: it never does by itself.
+    public let lockoutInterval: Duration
+    /// How long after a failed lockout authorization it accepts another (`TPM_PT_LOCKOUT_RECOVERY`).
+    public let lockoutRecovery: Duration
+
+    /// Whether the TPM refuses DA-protected keys now.
+    public var isLockedOut: Bool { maxTries > 0 && failedTries >= maxTries }
+    /// Wrong values it still accepts before locking out.
+    public var remainingTries: UInt32 { failedTries >= maxTries ? 0 : maxTries - failedTries }
+    /// When locked out: the longest wait until it accepts an attempt again (one ``lockoutInterval``, as the TPM
+    /// does not say how much of the current interval has passed); nil when not locked out or never by itself.
+    public var timeToRecovery: Duration? {
+        isLockedOut && lockoutInterval > .zero ? lockoutInterval : nil
+    }
+
+    public init(failedTries: UInt32, maxTries: UInt32, lockoutInterval: Duration, lockoutRecovery: Duration) {
+        self.failedTries = failedTries
+        self.maxTries = maxTries
+        self.lockoutInterval = lockoutInterval
+        self.lockoutRecovery = lockoutRecovery
+    }
+
+    init(_ state: ks_tpm_lockout) {
+        self.init(failedTries: state.counter, maxTries: state.max_tries, lockoutInterval: .seconds(state.interval_s),
+                  lockoutRecovery: .seconds(state.recovery_s))
     }
 }
 
@@ -131,6 +201,8 @@ public enum TPMKeyUsage: Int32, Sendable, Hashable {
 public struct TPMKey: Sendable, Hashable {
     /// What the key may do.
     public let usage: TPMKeyUsage
+    /// Whether the TPM asks for the key's authorization value (its PIN) at every use (envelope version 2).
+    public let needsAuthorization: Bool
     /// The key's data representation: a versioned Keystone envelope around the TPM's `TPM2B_PUBLIC` and wrapped
     /// `TPM2B_PRIVATE`. Give it back to ``TPMDevice`` to use the key.
     public let dataRepresentation: Data
@@ -157,11 +229,16 @@ public struct TPMKey: Sendable, Hashable {
             ks_tpm_blob_public(blob.baseAddress?.assumingMemoryBound(to: UInt8.self), blob.count, &x963, &usage, &error)
         }
         guard status == 0 else { throw TPMError(error) }
+        let needsAuth = dataRepresentation.withUnsafeBytes { blob in
+            ks_tpm_blob_needs_auth(blob.baseAddress?.assumingMemoryBound(to: UInt8.self), blob.count, &error)
+        }
+        guard needsAuth >= 0 else { throw TPMError(error) }
         try self.init(usage: TPMKeyUsage(rawValue: usage) ?? .signing, dataRepresentation: dataRepresentation,
-                      x963: Data(x963))
+                      x963: Data(x963), needsAuthorization: needsAuth == 1)
     }
 
-    init(usage: TPMKeyUsage, dataRepresentation: Data, x963: Data) throws(TPMError) {
+    init(usage: TPMKeyUsage, dataRepresentation: Data, x963: Data, needsAuthorization: Bool = false) throws(TPMError) {
+        self.needsAuthorization = needsAuthorization
         do {
             signingPublicKey = try P256.Signing.PublicKey(x963Representation: x963)
             keyAgreementPublicKey = try P256.KeyAgreement.PublicKey(x963Representation: x963)
@@ -301,15 +378,65 @@ public final class TPMDevice: Sendable {
     ///   hierarchy has an authorization value).
     /// - Important: The private key is generated in the TPM and never leaves it; see ``TPMKey``.
     public func createKey(_ usage: TPMKeyUsage) throws(TPMError) -> TPMKey {
+        try createKey(usage, authorization: nil)
+    }
+
+    /// Creates a P-256 key in the TPM whose every use needs `authorization` (its PIN, see
+    /// ``authorizationValue(pin:)``): the TPM itself refuses a wrong value and counts it toward its
+    /// dictionary-attack lockout. Nil or empty: a key that needs none (and is exempt from the lockout, `noDA`).
+    /// - Throws: ``TPMError``: as ``createKey(_:)``; ``TPMError/Kind/other`` when `authorization` has more than 32
+    ///   bytes.
+    /// - Important: The authorization value travels to the TPM in a password session (in the clear on the bus or
+    ///   socket between this process and the TPM, as with tpm2-tools' `-p`). The TPM enforces it against someone who
+    ///   holds the blob and opens the TPM directly; it does not hide the PIN from someone who can watch this
+    ///   process or the TPM's bus.
+    public func createKey(_ usage: TPMKeyUsage, authorization: Data?) throws(TPMError) -> TPMKey {
         var error = ks_tpm_error()
         var x963 = [UInt8](repeating: 0, count: 65)
         var blob: UnsafeMutablePointer<UInt8>?
         var length = 0
-        let status = handle.withLock { ks_tpm_create_key($0.pointer, usage.rawValue, &blob, &length, &x963, &error) }
+        let auth = [UInt8](authorization ?? Data())
+        let status = handle.withLock { tpm in
+            ks_tpm_create_key_with_auth(tpm.pointer, usage.rawValue, auth, auth.count, &blob, &length, &x963, &error)
+        }
         guard status == 0, let blob else { throw TPMError(error) }
         let data = Data(bytes: blob, count: length)
         ks_tpm_free(blob)
-        return try TPMKey(usage: usage, dataRepresentation: data, x963: Data(x963))
+        return try TPMKey(usage: usage, dataRepresentation: data, x963: Data(x963), needsAuthorization: !auth.isEmpty)
+    }
+
+    /// The TPM authorization value of a PIN or password: its UTF-8 bytes when they are at most 32, else their
+    /// SHA-256 digest (a TPM takes at most its name algorithm's digest size, 32 bytes).
+    ///
+    /// Decision: the bytes themselves when they fit, so that tpm2-tools and tpm2-openssl use the key with the same PIN
+    /// (`tpm2_sign -p PIN`, a TSS2 PEM key without emptyAuth); longer passwords are hashed (then `-p hex:…` of
+    /// the digest).
+    public static func authorizationValue(pin: String) -> Data {
+        let bytes = Data(pin.utf8)
+        return bytes.count <= 32 ? bytes : Data(SHA256.hash(data: bytes))
+    }
+
+    /// Loads the key once, to check that this TPM can use it (for an imported key).
+    /// - Throws: ``TPMError``: ``TPMError/Kind/wrongTPM`` when this TPM cannot load it (another TPM made it, or the key's
+    ///   parent is not this TPM's owner-hierarchy storage key), ``TPMError/Kind/malformedBlob``, connection kinds.
+    public func checkKey(_ blob: Data) throws(TPMError) {
+        var error = ks_tpm_error()
+        let status = handle.withLock { tpm in
+            blob.withUnsafeBytes { key in
+                ks_tpm_check_key(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, &error)
+            }
+        }
+        guard status == 0 else { throw TPMError(error) }
+    }
+
+    /// The TPM's dictionary-attack state.
+    /// - Throws: ``TPMError``: connection kinds, ``TPMError/Kind/other``.
+    public func lockoutState() throws(TPMError) -> TPMLockoutState {
+        var error = ks_tpm_error()
+        var state = ks_tpm_lockout()
+        let status = handle.withLock { ks_tpm_lockout_state($0.pointer, &state, &error) }
+        guard status == 0 else { throw TPMError(error) }
+        return TPMLockoutState(state)
     }
 
     /// Signs a SHA-256 digest with a signing key (`TPM2_Sign`, ECDSA).
@@ -327,16 +454,25 @@ public final class TPMDevice: Sendable {
     /// - Throws: ``TPMError``: ``TPMError/Kind/other`` when the digest is not 32 bytes; else as
     ///   ``signature(digest:with:)-(SHA256Digest,_)``.
     public func signature(digest: Data, with blob: Data) throws(TPMError) -> P256.Signing.ECDSASignature {
+        try signature(digest: digest, with: blob, authorization: nil)
+    }
+
+    /// Signs a 32-byte SHA-256 digest with a key that needs its authorization value (its PIN), or none (nil).
+    /// - Throws: ``TPMError``: ``TPMError/Kind/authFailed`` when the TPM refuses the value (counted toward its
+    ///   lockout), ``TPMError/Kind/lockout`` when the TPM is locked out; else as ``signature(digest:with:)-(Data,_)``.
+    public func signature(digest: Data, with blob: Data, authorization: Data?) throws(TPMError)
+        -> P256.Signing.ECDSASignature {
         guard digest.count == 32 else {
             throw TPMError(kind: .other, message: "a SHA-256 digest has 32 bytes, not \(digest.count)")
         }
         var error = ks_tpm_error()
         var rs = [UInt8](repeating: 0, count: 64)
         let input = [UInt8](digest)
+        let auth = [UInt8](authorization ?? Data())
         let status = handle.withLock { tpm in
             blob.withUnsafeBytes { key in
-                ks_tpm_sign_digest(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, input, &rs,
-                                   &error)
+                ks_tpm_sign_digest_with_auth(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count,
+                                             auth, auth.count, input, &rs, &error)
             }
         }
         guard status == 0 else { throw TPMError(error) }
@@ -361,6 +497,13 @@ public final class TPMDevice: Sendable {
     /// - Throws: ``TPMError``: ``TPMError/Kind/invalidPeerKey`` when the bytes are not 65 bytes of an uncompressed
     ///   point on P-256; else as ``sharedSecret(with:using:)``.
     public func sharedSecret(withX963 peer: Data, using blob: Data) throws(TPMError) -> Data {
+        try sharedSecret(withX963: peer, using: blob, authorization: nil)
+    }
+
+    /// ECDH with a key that needs its authorization value (its PIN), or none (nil).
+    /// - Throws: ``TPMError``: ``TPMError/Kind/authFailed``, ``TPMError/Kind/lockout``; else as
+    ///   ``sharedSecret(withX963:using:)``.
+    public func sharedSecret(withX963 peer: Data, using blob: Data, authorization: Data?) throws(TPMError) -> Data {
         guard peer.count == 65 else {
             throw TPMError(kind: .invalidPeerKey,
                            message: "the peer's public key has \(peer.count) bytes, not 65 (0x04 || X || Y)")
@@ -368,9 +511,11 @@ public final class TPMDevice: Sendable {
         var error = ks_tpm_error()
         var x = [UInt8](repeating: 0, count: 32)
         let point = [UInt8](peer)
+        let auth = [UInt8](authorization ?? Data())
         let status = handle.withLock { tpm in
             blob.withUnsafeBytes { key in
-                ks_tpm_ecdh(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, point, &x, &error)
+                ks_tpm_ecdh_with_auth(tpm.pointer, key.baseAddress?.assumingMemoryBound(to: UInt8.self), key.count, auth,
+                                      auth.count, point, &x, &error)
             }
         }
         guard status == 0 else { throw TPMError(error) }

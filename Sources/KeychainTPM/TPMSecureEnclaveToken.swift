@@ -103,6 +103,87 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         try run { (tpm) throws(TPMError) in try tpm.sharedSecret(withX963: peerX963, using: dataRepresentation) }
     }
 
+    // MARK: TPM-enforced PINs
+
+    /// Makes a key whose every use needs `pin`, enforced by the TPM: a wrong PIN is refused by the TPM itself (also
+    /// for someone who copies the data representation and calls the TPM directly) and counts toward its
+    /// dictionary-attack lockout. The TPM's authorization value is ``TPMDevice/authorizationValue(pin:)``.
+    /// - Throws: `errSecParam` for an empty PIN; as ``createKey(_:)``.
+    public func createKey(_ usage: SecureEnclaveKeyUsage, pin: String) throws(EngineError) -> SecureEnclaveKey {
+        guard !pin.isEmpty else { throw EngineError.param("a key's PIN cannot be empty") }
+        let authorization = TPMDevice.authorizationValue(pin: pin)
+        let key = try run { (tpm) throws(TPMError) in try tpm.createKey(Self.tpmUsage(usage), authorization: authorization) }
+        return SecureEnclaveKey(usage: usage, dataRepresentation: key.dataRepresentation, publicKeyX963: key.x963Representation)
+    }
+
+    /// Whether the key needs its PIN (made with ``createKey(_:pin:)``, or imported without `emptyAuth`).
+    /// - Throws: `errSecDecode` when the bytes are not a TPM key.
+    public func needsPIN(_ dataRepresentation: Data) throws(EngineError) -> Bool {
+        do {
+            return try TPMKey(dataRepresentation: dataRepresentation).needsAuthorization
+        } catch {
+            throw Self.engineError(error, tcti: tcti)
+        }
+    }
+
+    /// Signs with a key that needs its PIN (nil: a key without one).
+    /// - Throws: `errSecAuthFailed` when the TPM refuses the PIN (the reason says how many attempts remain before
+    ///   the lockout) or is locked out (the reason says "lockout" and within how many seconds it accepts a new
+    ///   attempt); else as ``signature(digest:with:)``.
+    public func signature(digest: Data, with dataRepresentation: Data, pin: String?) throws(EngineError) -> Data {
+        guard digest.count == 32 else { throw EngineError.param("a SHA-256 digest has 32 bytes, not \(digest.count)") }
+        let authorization = pin.map(TPMDevice.authorizationValue(pin:))
+        return try run { (tpm) throws(TPMError) in
+            try tpm.signature(digest: digest, with: dataRepresentation, authorization: authorization).rawRepresentation
+        }
+    }
+
+    /// ECDH with a key that needs its PIN (nil: a key without one).
+    /// - Throws: as ``signature(digest:with:pin:)``.
+    public func sharedSecret(peerX963: Data, with dataRepresentation: Data, pin: String?) throws(EngineError) -> Data {
+        let authorization = pin.map(TPMDevice.authorizationValue(pin:))
+        return try run { (tpm) throws(TPMError) in
+            try tpm.sharedSecret(withX963: peerX963, using: dataRepresentation, authorization: authorization)
+        }
+    }
+
+    /// The TPM's dictionary-attack state (failures counted, the lockout threshold, the time to recovery).
+    public func lockoutState() throws(EngineError) -> TPMLockoutState {
+        try run { (tpm) throws(TPMError) in try tpm.lockoutState() }
+    }
+
+    // MARK: TSS2 PEM
+
+    /// The key as a "TSS2 PRIVATE KEY" PEM, for tpm2-openssl (`openssl pkeyutl -provider tpm2 -inkey key.pem`),
+    /// the kernel and go-tpm-keyfiles. Nothing is sent to the TPM.
+    /// - Important: The PEM is the key, as the data representation is (usable with this TPM only).
+    /// - Throws: `errSecDecode` when the bytes are not a TPM key.
+    public func tss2PEM(dataRepresentation: Data) throws(EngineError) -> String {
+        do {
+            return try TPMKey(dataRepresentation: dataRepresentation).tss2PEMRepresentation()
+        } catch {
+            throw Self.engineError(error, tcti: tcti)
+        }
+    }
+
+    /// Adopts a "TSS2 PRIVATE KEY" PEM made by another tool on this TPM (`openssl genpkey -provider tpm2 -algorithm EC
+    /// -pkeyopt group:P-256`, go-tpm-keyfiles): checks that this TPM loads it, and returns it as a key of this token
+    /// (a key without `emptyAuth` needs its PIN: ``signature(digest:with:pin:)``).
+    /// - Throws: `errSecDecode` when the text is not a TSS2 key or this TPM cannot load it (another TPM's);
+    ///   `errSecUnimplemented` for a TSS2 key Keystone cannot use (a policy, another parent, not P-256);
+    ///   `errSecNotAvailable` when the TPM cannot be reached.
+    public func importTSS2PEM(_ pem: String) throws(EngineError) -> SecureEnclaveKey {
+        let key: TPMKey
+        do {
+            key = try TPMKey(tss2PEMRepresentation: pem)
+        } catch {
+            throw Self.engineError(error, tcti: tcti)
+        }
+        try run { (tpm) throws(TPMError) in try tpm.checkKey(key.dataRepresentation) }
+        return SecureEnclaveKey(usage: Self.tokenUsage(key.usage), dataRepresentation: key.dataRepresentation,
+                                publicKeyX963: key.x963Representation)
+    }
+
     // MARK: -
 
     private func opened() throws(EngineError) -> TPMDevice {
@@ -169,6 +250,11 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         case .connectionLost, .timedOut: return EngineError(Status.notAvailable, error.description)
         case .malformedBlob, .wrongTPM: return EngineError(Status.decode, error.description)
         case .invalidPeerKey, .wrongKeyUsage: return EngineError(Status.param, error.description)
+        // Decision: a wrong PIN and a lockout are both errSecAuthFailed (Apple has no Security status for a lockout;
+        // its Secure Enclave reports a passcode lockout as an authentication failure), told apart by the reason,
+        // which for a lockout says "lockout" and the time to recovery. TPMDevice's TPMError keeps the kinds apart.
+        case .authFailed, .lockout: return EngineError(Status.authFailed, error.description)
+        case .unsupported: return EngineError(Status.unimplemented, error.description)
         case .other: return EngineError(Status.internalComponent, error.description)
         }
     }

@@ -40,7 +40,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self, Seal.self, Unseal.self, Agent.self,
             CredentialHelper.self,
-        ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs + etcdGroupVerbs)
+        ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs + tpmKeyVerbs + etcdGroupVerbs)
 }
 
 /// Per verb: the single-letter options that take a value, and those that prompt when given last without one.
@@ -59,6 +59,8 @@ let optionTable: [String: (values: Set<Character>, prompts: Set<Character>)] = [
     "delete-internet-password": (["a", "s", "l", "j", "D", "c", "C", "r", "P", "p", "d", "t"], []),
     "import": (["k", "t", "f", "P", "T"], []),
     "export": (["k", "t", "f", "P", "o"], []),
+    "export-tpm-key": (["o"], []),
+    "import-tpm-key": (["o"], []),
     "find-certificate": (["c", "e"], []),
     "find-identity": (["p", "s"], []),
     "delete-certificate": (["c", "Z"], []),

@@ -51,6 +51,15 @@ typedef struct ks_tpm ks_tpm;
 /// The TPM did not answer a command within the handle's timeout (it keeps the connection open but does not
 /// respond). The handle stays unusable (every later call fails at once with this kind): open the TPM again.
 #define KS_TPM_ERR_TIMED_OUT 8
+/// The TPM refused the key's authorization value (a wrong PIN: TPM_RC_AUTH_FAIL / TPM_RC_BAD_AUTH). For a key subject
+/// to dictionary-attack protection the TPM counted the failure; `lockout` says how many more it accepts.
+#define KS_TPM_ERR_AUTH_FAILED 9
+/// The TPM is in dictionary-attack lockout (TPM_RC_LOCKOUT): it refuses every authorization of keys subject to
+/// dictionary-attack protection until it forgets a failure; `lockout` says when.
+#define KS_TPM_ERR_LOCKOUT 10
+/// The key is in a format Keystone understands but cannot use (a TSS2 key with a policy, a parent other than the
+/// owner hierarchy, a curve other than P-256, ...): the message says what.
+#define KS_TPM_ERR_UNSUPPORTED 11
 
 /// How many keys a handle keeps loaded after use, besides the primary key.
 #define KS_TPM_KEY_CACHE_SIZE 1
@@ -64,10 +73,25 @@ typedef struct ks_tpm ks_tpm;
 
 /// A failure: its kind, the TSS2 response code (0 when the failure is not the TSS's) and a message with the
 /// response code decoded by Tss2_RC_Decode. Never holds key material.
+/// The TPM's dictionary-attack state (TPM_PT_LOCKOUT_COUNTER, TPM_PT_MAX_AUTH_FAIL, TPM_PT_LOCKOUT_INTERVAL,
+/// TPM_PT_LOCKOUT_RECOVERY), read after an authorization failure or a lockout; all 0 when it could not be read.
+typedef struct {
+    /// Failed authorizations the TPM currently counts.
+    uint32_t counter;
+    /// The count at which it locks out.
+    uint32_t max_tries;
+    /// Seconds after which it forgets one failure.
+    uint32_t interval_s;
+    /// Seconds after a failed lockoutAuth before lockoutAuth may be tried again.
+    uint32_t recovery_s;
+} ks_tpm_lockout;
+
 typedef struct {
     int kind;
     uint32_t rc;
     char message[256];
+    /// For KS_TPM_ERR_AUTH_FAILED and KS_TPM_ERR_LOCKOUT: the TPM's dictionary-attack state.
+    ks_tpm_lockout lockout;
 } ks_tpm_error;
 
 /// What the TPM says about itself (TPM2_GetCapability, TPM_CAP_TPM_PROPERTIES).
@@ -108,6 +132,42 @@ void ks_tpm_close(ks_tpm *tpm);
 /// pub_x963 its public key (0x04 || X || Y).
 int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
                       ks_tpm_error *err);
+
+/// ks_tpm_create_key with an authorization value (`auth`, 1...32 bytes; NULL/0: none). A key with one is subject to
+/// the TPM's dictionary-attack protection (no noDA): each use with a wrong value is refused by the TPM and counted
+/// toward its lockout. A key without one is made noDA (a lockout never blocks it). The blob records that the key
+/// needs the value (envelope version 2).
+int ks_tpm_create_key_with_auth(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, uint8_t **blob,
+                                size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err);
+
+/// Whether the blob's key needs an authorization value (1) or not (0); -1 with *err when the blob is malformed.
+int ks_tpm_blob_needs_auth(const uint8_t *blob, size_t blob_len, ks_tpm_error *err);
+
+/// The blob's marshalled TPM2B_PUBLIC and TPM2B_PRIVATE (what a "TSS2 PRIVATE KEY" holds in its pubkey and privkey
+/// OCTET STRINGs) and whether the key needs an authorization value. Free *pub and *priv with ks_tpm_free.
+int ks_tpm_blob_parts(const uint8_t *blob, size_t blob_len, uint8_t **pub, size_t *pub_len, uint8_t **priv,
+                      size_t *priv_len, int *needs_auth, ks_tpm_error *err);
+
+/// A blob from a marshalled TPM2B_PUBLIC and TPM2B_PRIVATE (a TSS2 key's parts) of a key whose parent is the owner
+/// hierarchy's primary storage key: an unrestricted P-256 key that signs (ECDSA, scheme NULL or ECDSA-SHA256),
+/// agrees keys, or both (the usage follows its attributes), with no policy. KS_TPM_ERR_UNSUPPORTED otherwise,
+/// KS_TPM_ERR_MALFORMED_BLOB when the bytes do not parse. Nothing is sent to a TPM (ks_tpm_check_key does).
+int ks_tpm_blob_from_parts(const uint8_t *pub, size_t pub_len, const uint8_t *priv, size_t priv_len, int needs_auth,
+                           uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65], int *usage, ks_tpm_error *err);
+
+/// Loads the blob's key (and keeps it cached): KS_TPM_ERR_WRONG_TPM when this TPM cannot load it.
+int ks_tpm_check_key(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, ks_tpm_error *err);
+
+/// ks_tpm_sign_digest with the key's authorization value (NULL/0: none).
+int ks_tpm_sign_digest_with_auth(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth,
+                                 size_t auth_len, const uint8_t digest[32], uint8_t sig_rs[64], ks_tpm_error *err);
+
+/// ks_tpm_ecdh with the key's authorization value (NULL/0: none).
+int ks_tpm_ecdh_with_auth(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t *auth, size_t auth_len,
+                          const uint8_t peer_x963[65], uint8_t shared_x[32], ks_tpm_error *err);
+
+/// Reads the TPM's dictionary-attack state.
+int ks_tpm_lockout_state(ks_tpm *tpm, ks_tpm_lockout *out, ks_tpm_error *err);
 
 /// Reads a blob's public key and usage without the TPM (nothing is loaded). *usage may be NULL.
 int ks_tpm_blob_public(const uint8_t *blob, size_t blob_len, uint8_t pub_x963[65], int *usage, ks_tpm_error *err);
