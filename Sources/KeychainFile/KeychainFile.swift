@@ -102,6 +102,8 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     var epoch: Int64
     var dataVersion: Int64 = -1
     var inTransaction = false
+    /// Whether writes share log flushes (``groupCommitEnabled``, `GroupCommit.swift`).
+    var groupCommit = true
     /// Whether the current read transaction has started in SQLite.
     var began = false
     /// Decrypted rows by (class, row id), each with the raw columns it was decrypted from: used only when every
@@ -246,6 +248,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
                 try db.exec("COMMIT")
                 header = fresh
                 dataVersion = -1
+                try makeCommitDurable()
             } catch {
                 try? db.exec("ROLLBACK")
                 throw error

@@ -34,6 +34,10 @@ final class LockStateProbe {
         var dataVersion: Int64 = -1
         var epoch: Int64?
         var settings: KeychainSettings?
+        /// The stored bytes `epoch` and `settings` were decoded from: a commit that changed neither (every item
+        /// write) costs one small read, not a decoding of the header.
+        var epochBytes: Data?
+        var settingsBytes: Data?
     }
 
     private let state = Locked(State())
@@ -56,9 +60,14 @@ final class LockStateProbe {
                     do {
                         try db.exec("BEGIN")
                         defer { try? db.exec("COMMIT") }
-                        let header = try Header.read(from: db)
-                        state.epoch = header.epoch
-                        state.settings = header.settings
+                        let (epochBytes, settingsBytes) = try Self.lockFields(db)
+                        if epochBytes != state.epochBytes || settingsBytes != state.settingsBytes {
+                            let header = try Header.read(from: db)
+                            state.epoch = header.epoch
+                            state.settings = header.settings
+                            state.epochBytes = epochBytes
+                            state.settingsBytes = settingsBytes
+                        }
                         state.dataVersion = version
                     } catch {
                         // Busy or unreadable: the last values stand; the next operation reads the header itself.
@@ -68,6 +77,22 @@ final class LockStateProbe {
             guard let epoch = state.epoch, let settings = state.settings else { return nil }
             return (epoch, settings)
         }
+    }
+
+    /// The stored bytes of the header's `epoch` and `settings` fields (inside the caller's read transaction).
+    private static func lockFields(_ db: SQLiteConnection) throws -> (Data?, Data?) {
+        let statement = try db.statement("SELECT name, value FROM keystone_header WHERE name IN ('epoch', 'settings')")
+        defer { statement.reset() }
+        var epoch: Data?
+        var settings: Data?
+        while try statement.step() {
+            switch statement.text(0) {
+            case "epoch": epoch = statement.data(1)
+            case "settings": settings = statement.data(1)
+            default: break
+            }
+        }
+        return (epoch, settings)
     }
 }
 

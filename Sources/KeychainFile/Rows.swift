@@ -52,13 +52,16 @@ extension KeychainFile {
         }
     }
 
-    /// Runs `body` in a write transaction.
+    /// Runs `body` in a write transaction, and returns once the transaction is on disk.
     ///
     /// The write lock is taken before `body` runs: while another process holds it, the write waits with no lock of
-    /// this instance held (``busyTimeout``), and `body` never runs twice.
-    /// - Throws: `EngineError` with `errSecNotAvailable` when the file stayed busy; what `body` throws.
+    /// this instance held (``busyTimeout``), and `body` never runs twice. Concurrent writers share flushes of the log
+    /// (group commit, `GroupCommit.swift`): each commits its own transaction, then waits with no lock held for a
+    /// flush that covers it.
+    /// - Throws: `EngineError` with `errSecNotAvailable` when the file stayed busy, `errSecIO` when the flush failed;
+    ///   what `body` throws.
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
-        try withMutexWaitingOutside {
+        let (result, pending) = try withMutexWaitingOutside { () throws -> (T, (LogFlusher, UInt64)?) in
             try refresh()
             do { try beginImmediate() } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
             ensureLogCapacity()
@@ -68,7 +71,7 @@ extension KeychainFile {
             do {
                 let result = try body(Transaction(file: self, writing: true))
                 try db.statement("COMMIT").run()
-                return result
+                return (result, committed().map { ($0.0, $0.1) })
             } catch {
                 try? db.statement("ROLLBACK").run()
                 // Rows decrypted in the rolled-back transaction may describe writes that never happened.
@@ -77,6 +80,11 @@ extension KeychainFile {
                 throw error
             }
         }
+        if let (flusher, ticket) = pending {
+            let hook = withMutex { testHooks.beforeLogFlush }
+            try flusher.waitUntilDurable(ticket, beforeFlush: hook)
+        }
+        return result
     }
 
     /// Gives the write-ahead log its full size ahead of use, once per connection, while this connection holds
@@ -265,18 +273,35 @@ extension KeychainFile {
 
     fileprivate func replace(_ item: StoredItem) throws {
         guard let keys else { throw EngineError.interactionNotAllowed("the keychain is locked") }
-        try replace(item, keys: keys, version: header.version)
+        let columns = try replace(item, keys: keys, version: header.version)
+        // A row read (so cached) and rewritten is cached with its new columns, as decrypting them would give it
+        // (the item encoded and decoded again, exactly what the sealed payload holds): the read that follows an
+        // update does not decrypt again. The whole cache is dropped when the transaction rolls back.
+        let key = RowKey(itemClass: item.itemClass, rowID: item.rowID)
+        if cachingEnabled, rowCache[key] != nil {
+            var stored = item
+            stored.rowID = 0
+            if let decoded = try? RowCodec.decode(RowCodec.encode(stored), itemClass: item.itemClass, rowID: item.rowID),
+               ProtectionClass(decoded.accessibility).rawValue == columns.pclass {
+                rowCache[key] = CachedRow(columns: columns, candidate: .item(decoded))
+            } else {
+                rowCache[key] = nil
+            }
+        }
     }
 
-    private func replace(_ item: StoredItem, keys: KeySet, version: Int64) throws {
+    /// Rewrites the row `item.rowID` and returns its new columns.
+    @discardableResult
+    private func replace(_ item: StoredItem, keys: KeySet, version: Int64) throws -> RowColumns {
         let (digests, pclass, wrapped, payload) = try sealed(item, rowID: item.rowID, keys: keys, version: version)
+        let columns = RowColumns(pk: digests.pk, pclass: pclass, wrapped: wrapped, payload: payload, digests: digests.columns)
         // The primary key rarely changes (a new secret, label or accessibility): then only the sealed columns are
         // rewritten, leaving the index entries and their pages alone, so a durable update writes one page.
         let sameKey = try db.statement("UPDATE \(item.itemClass.rawValue) SET pclass = ?3, wrapped = ?4, payload = ?5 WHERE rowid = ?1 AND pk = ?2")
         try sameKey.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload).run()
-        if db.changes == 1 { return }
-        let columns = ClassSchema.of(item.itemClass).primaryKey
-        let assignments = columns.enumerated().map { "d_\($0.element) = ?\($0.offset + 6)" }.joined(separator: ", ")
+        if db.changes == 1 { return columns }
+        let keyColumns = ClassSchema.of(item.itemClass).primaryKey
+        let assignments = keyColumns.enumerated().map { "d_\($0.element) = ?\($0.offset + 6)" }.joined(separator: ", ")
         let statement = try db.statement("UPDATE \(item.itemClass.rawValue) SET pk = ?2, pclass = ?3, wrapped = ?4, payload = ?5, \(assignments) WHERE rowid = ?1")
         statement.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload)
         for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column) }
@@ -284,6 +309,7 @@ extension KeychainFile {
             throw EngineError.duplicateItem("an item with the same primary key exists")
         }
         guard db.changes == 1 else { throw EngineError.itemNotFound }
+        return columns
     }
 
     fileprivate func delete(_ cls: ItemClass, _ rowID: Int64) throws {
@@ -339,6 +365,7 @@ extension KeychainFile {
                 header = fresh
                 dataVersion = -1
                 rowCache.removeAll()
+                try makeCommitDurable()
                 KeyringCache.removeLegacyEntries(path: path)
                 KeystoneLog.logger.notice("keychain upgraded to format \(FileFormat.version)", metadata: ["path": "\(path)", "rows": "\(items.count)", "left": "\(left)"])
             } catch {

@@ -32,6 +32,10 @@ struct SQLiteError: Error, CustomStringConvertible {
 final class SQLiteConnection {
     private var db: OpaquePointer?
     private var cache: [String: SQLiteStatement] = [:]
+    /// The group-commit flusher of this connection's log, once set up (`GroupCommit.swift`); its owner's mutex held.
+    var logFlusher: LogFlusher?
+    /// Whether setting up group commit was tried on this connection (once).
+    var groupCommitAttempted = false
 
     /// Opens `path`. `busyTimeout` is how long SQLite itself waits for another connection's lock (its busy
     /// handler, sleeping in the calling thread): the keychain file's own connection uses 0 and waits outside its
@@ -97,6 +101,33 @@ final class SQLiteConnection {
     func keepWALOnClose() {
         var on: Int32 = 1
         sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+    }
+
+    /// A duplicate of the descriptor SQLite writes this connection's write-ahead log with (close-on-exec), when it is
+    /// certainly that log: SQLite's unix VFS, and the descriptor's file is the one at `expectedPath`. Nil otherwise
+    /// (another VFS, no log open yet, or the name now names another file): the caller then lets SQLite flush.
+    ///
+    /// SQLite has no call that returns a file's descriptor; its unix VFS keeps it right after three pointers at the
+    /// start of its file object (`unixFile`: methods, VFS, inode info, descriptor), unchanged since 3.7. The device
+    /// and inode check makes a different layout harmless: a wrong number fails it and group commit stays off.
+    func duplicateLogDescriptor(expectedPath: String) -> Int32? {
+        var vfsName: UnsafeMutablePointer<CChar>?
+        guard sqlite3_file_control(db, "main", SQLITE_FCNTL_VFSNAME, &vfsName) == SQLITE_OK, let vfsName else { return nil }
+        let name = String(cString: vfsName)
+        sqlite3_free(vfsName)
+        guard name == "unix" || name.hasPrefix("unix-") else { return nil }
+        var file: UnsafeMutablePointer<sqlite3_file>?
+        guard sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) == SQLITE_OK,
+              let file, file.pointee.pMethods != nil else { return nil }
+        let descriptor = UnsafeRawPointer(file).load(fromByteOffset: 3 * MemoryLayout<UnsafeRawPointer>.stride, as: Int32.self)
+        guard descriptor > 2 else { return nil }
+        var viaDescriptor = stat()
+        var viaPath = stat()
+        guard fstat(descriptor, &viaDescriptor) == 0, lstat(expectedPath, &viaPath) == 0,
+              (viaDescriptor.st_mode & S_IFMT) == S_IFREG,
+              viaDescriptor.st_dev == viaPath.st_dev, viaDescriptor.st_ino == viaPath.st_ino else { return nil }
+        let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
+        return duplicate >= 0 ? duplicate : nil
     }
 
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(db) }

@@ -47,6 +47,8 @@ extension KeychainFile {
         var beforeKeyDerivation: (@Sendable () -> Void)?
         /// Called with no lock held before each wait of an operation that met another connection's lock.
         var busyWait: (@Sendable (BusyWait) -> Void)?
+        /// Called with no lock held by a writer that leads a flush of the log, just before it flushes (group commit).
+        var beforeLogFlush: (@Sendable () -> Void)?
     }
 
     /// Where keys are derived from: a copy of the header and the file it was read from.

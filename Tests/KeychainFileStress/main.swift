@@ -6,6 +6,8 @@ import KeychainFile
 //   write-loop PREFIX           add PREFIX-0, PREFIX-1, … forever; print "done N" after each add returns
 //   mixed PREFIX SEED COUNT     COUNT seeded add/update/delete operations on PREFIX-0…PREFIX-19;
 //                               print "ok OP ACCOUNT VALUE" for each that succeeded
+//   group-write-loop PREFIX T   T threads sharing one instance (group commit) add PREFIX-t-0, PREFIX-t-1, … forever;
+//                               print "done t i" after each add returns
 /// Writes a line straight to standard output (one write(2): nothing is buffered when the process is killed).
 func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 func fail(_ message: String) -> Never { FileHandle.standardError.write(Data((message + "\n").utf8)); exit(2) }
@@ -89,6 +91,22 @@ case "mixed":
         }
         if ok { emit("ok \(op) \(account) \(value)") }
     }
+case "group-write-loop":
+    let prefix = args[4]
+    let threads = Int(args[5])!
+    for t in 0..<threads {
+        Thread.detachNewThread { [engine] in
+            var i = 0
+            while true {
+                var q: KeychainQuery = [Key.class: .string("genp"), Key.service: .string("stress"), Key.account: .string("\(prefix)-\(t)-\(i)")]
+                q[Key.valueData] = .data(Data("value-\(t)-\(i)".utf8))
+                do { try engine.add(q) } catch { fail("add failed: \(error)") }
+                emit("done \(t) \(i)")
+                i += 1
+            }
+        }
+    }
+    while true { sleep(1000) }
 default:
     fail("unknown mode")
 }

@@ -1,0 +1,179 @@
+import Foundation
+import KeychainEngine
+@testable import KeychainFile
+import Testing
+
+/// A gate a test opens once; waiting threads pass after.
+private final class Gate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var open = false
+    func wait() {
+        condition.lock()
+        while !open { condition.wait() }
+        condition.unlock()
+    }
+    /// Waits until the gate opens; false when it stayed shut for `seconds` (a hang turned into a failure).
+    func wait(seconds: TimeInterval) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while !open { if !condition.wait(until: deadline) { return open } }
+        return true
+    }
+    func release() {
+        condition.lock()
+        open = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
+/// A thread-safe list.
+private final class Collected<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [T] = []
+    func append(_ item: T) { lock.lock(); items.append(item); lock.unlock() }
+    var all: [T] { lock.lock(); defer { lock.unlock() }; return items }
+}
+
+/// Waits, polling a condition another thread makes true (not a clock: the limit only turns a hang into a failure).
+private func eventually(_ condition: () -> Bool) -> Bool {
+    for _ in 0..<20_000 {
+        if condition() { return true }
+        usleep(500)
+    }
+    return condition()
+}
+
+@Suite("Keychain file: group commit", .serialized)
+struct GroupCommitTests {
+    @Test("writers that commit while a flush runs share the next flush, and each gets its own result: a duplicate fails alone with errSecDuplicateItem")
+    func sharedFlush() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        // The first write sets group commit up (SQLite flushes that one itself); the second is the first to share.
+        try engine.add(genp("group", "existing", [Key.valueData: .data(Data("old".utf8))]))
+        try engine.add(genp("group", "warm", [Key.valueData: .data(Data("w".utf8))]))
+        #expect(file.logFlushCount == 1, "group commit did not take over the flushes")
+
+        // The first leader is held inside its flush; everyone else commits meanwhile.
+        let gate = Gate()
+        let held = Gate()
+        let leaders = Collected<Int>()
+        file.withMutex {
+            file.testHooks.beforeLogFlush = {
+                leaders.append(1)
+                if leaders.all.count == 1 { held.release(); gate.wait() }
+            }
+        }
+        let flushesBefore = file.logFlushCount
+        let results = Collected<(String, Int32)>()
+        let returned = Collected<String>()
+        let all = DispatchGroup()
+        func writer(_ account: String, value: String) {
+            all.enter()
+            Thread.detachNewThread {
+                let status = fileStatus { try engine.add(genp("group", account, [Key.valueData: .data(Data(value.utf8))])) }
+                results.append((account, status))
+                returned.append(account)
+                all.leave()
+            }
+        }
+        writer("lead", value: "lead")
+        guard held.wait(seconds: 60) else {
+            Issue.record("the writer did not flush the log itself")
+            gate.release()
+            return
+        }
+        let committedBefore = file.logCommitsWritten
+        for i in 0..<5 { writer("w\(i)", value: "v\(i)") }
+        // Two duplicates of an item already there: they fail at once, without waiting for anyone's flush.
+        writer("existing", value: "dup-1")
+        writer("existing", value: "dup-2")
+        #expect(eventually { file.logCommitsWritten == committedBefore + 5 }, "the five writers did not commit while the flush was held")
+        #expect(eventually { returned.all.filter { $0 == "existing" }.count == 2 }, "a failing writer waited for another's flush")
+        #expect(returned.all.allSatisfy { $0 == "existing" }, "a write returned before the flush that covers it: \(returned.all)")
+        gate.release()
+        #expect(all.wait(timeout: .now() + 60) == .success)
+
+        var statuses: [String: [Int32]] = [:]
+        for (account, status) in results.all { statuses[account, default: []].append(status) }
+        #expect(statuses["lead"] == [0])
+        for i in 0..<5 { #expect(statuses["w\(i)"] == [0]) }
+        #expect(statuses["existing"] == [Status.duplicateItem, Status.duplicateItem])
+        // The held leader's flush, then one flush for the five that queued behind it.
+        #expect(file.logFlushCount - flushesBefore == 2, "the queued writers did not share one flush")
+        #expect(try engine.secret("group", "existing") == "old")
+        for i in 0..<5 { #expect(try engine.secret("group", "w\(i)") == "v\(i)") }
+    }
+
+    @Test("a writer's failure rolls back only its own transaction while others commit around it")
+    func failureIsolated() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        try engine.add(genp("iso", "taken", [Key.valueData: .data(Data("t".utf8))]))
+        let results = Collected<(Int, Int32)>()
+        DispatchQueue.concurrentPerform(iterations: 64) { i in
+            // Every fourth writer collides with the item already there.
+            let account = i % 4 == 0 ? "taken" : "a\(i)"
+            results.append((i, fileStatus { try engine.add(genp("iso", account, [Key.valueData: .data(Data("v\(i)".utf8))])) }))
+        }
+        for (i, status) in results.all {
+            #expect(status == (i % 4 == 0 ? Status.duplicateItem : 0), "writer \(i)")
+        }
+        let again = try KeychainFile.open(at: path)
+        if again.lockState != .unlocked { try again.unlock(password: "pw") }
+        let reopened = KeychainEngine(storage: again)
+        for i in 0..<64 where i % 4 != 0 { #expect(try reopened.secret("iso", "a\(i)") == "v\(i)") }
+        #expect(try reopened.secret("iso", "taken") == "t")
+    }
+
+    @Test("with group commit off, SQLite flushes every commit itself and no flush is shared")
+    func groupCommitOff() throws {
+        let file = try KeychainFile.create(at: TempDir().path(), password: "pw")
+        file.groupCommitEnabled = false
+        let engine = KeychainEngine(storage: file)
+        for i in 0..<4 { try engine.add(genp("off", "a\(i)", [Key.valueData: .data(Data("v".utf8))])) }
+        #expect(file.logFlushCount == 0)
+        file.groupCommitEnabled = true
+        for i in 4..<8 { try engine.add(genp("off", "a\(i)", [Key.valueData: .data(Data("v".utf8))])) }
+        #expect(file.logFlushCount == 3, "the first write after turning it on sets it up; the three after share flushes")
+    }
+}
+
+@Suite("Keychain file: group commit under SIGKILL", .serialized)
+struct GroupCommitCrashTests {
+    @Test("8 writer threads killed with SIGKILL during group commit never lose a write they reported done")
+    func killedDuringGroupCommit() throws {
+        let path = TempDir().path()
+        _ = try KeychainFile.create(at: path, password: "pw")
+        var generator = SystemRandomNumberGenerator()
+        var reported = 0
+        for round in 0..<8 {
+            let (child, pipe) = try KeychainFileProcessTests().launch([path, "pw", "group-write-loop", "g\(round)", "8"])
+            // Kill after a random number of acknowledged writes (a signal from the child, not a clock).
+            let reader = LineReader(pipe)
+            let target = Int.random(in: 8...120, using: &generator)
+            var done: [(Int, Int)] = []
+            func parse(_ line: String) -> (Int, Int)? {
+                let parts = line.split(separator: " ")
+                guard parts.count == 3, parts[0] == "done", let t = Int(parts[1]), let i = Int(parts[2]) else { return nil }
+                return (t, i)
+            }
+            while done.count < target, let line = reader.next(), let entry = parse(line) { done.append(entry) }
+            kill(child.processIdentifier, SIGKILL)
+            child.waitUntilExit()
+            while let line = reader.next() { if let entry = parse(line) { done.append(entry) } }
+            let file = try KeychainFile.open(at: path)
+            if file.lockState != .unlocked { try file.unlock(password: "pw") }
+            let engine = KeychainEngine(storage: file)
+            for (t, i) in done {
+                #expect(try engine.secret("stress", "g\(round)-\(t)-\(i)") == "value-\(t)-\(i)")
+            }
+            reported += done.count
+        }
+        #expect(reported > 0, "the children reported no completed write")
+    }
+}
