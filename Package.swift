@@ -344,6 +344,11 @@ let package = Package(
         ], path: "Tests/EnvironmentProbe", swiftSettings: settings),
         // Runs a command with keyctl/add_key/request_key refused (EPERM), as Docker's default seccomp profile does.
         .executableTarget(name: "no-keyring-exec", path: "Tests/NoKeyringExec"),
+        // A child process of the etcd linearizability test: one machine running random adds, updates, deletes and reads
+        // on a few items of an etcd keychain, printing each call's invocation and response (Tests/EtcdHistoryWorker).
+        .executableTarget(name: "EtcdHistoryWorker", dependencies: [
+            "KeychainEngine", .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
+        ], path: "Tests/EtcdHistoryWorker", swiftSettings: settings),
         // A child process for the migration crash tests: a defaults migration or a fresh-install wipe against a keychain
         // file and real UserDefaults, killed with SIGKILL at a given step.
         .executableTarget(name: "MigrationChild", dependencies: [
