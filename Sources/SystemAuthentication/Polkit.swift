@@ -23,10 +23,10 @@ public struct PolkitConfiguration: Sendable, Hashable {
     /// Whether the authorization request carries details (`polkit.message` naming the program and the reason,
     /// `program`, `reason`).
     public enum Details: Sendable, Hashable {
-        /// Only when polkit accepts them from this process: running as root, or the action file names this user as
-        /// an owner (`org.freedesktop.policykit.owner`). polkit refuses a request with details from anyone else
-        /// (“Only trusted callers (e.g. uid 0 or an action owner) can use CheckAuthorization() and pass details”),
-        /// and the dialog then shows the action's own message.
+        /// Asked with details first; polkit accepts them only from root or a user the action file names as an owner
+        /// (`org.freedesktop.policykit.owner`), and refuses anyone else's at once, without a dialog (“Only trusted
+        /// callers (e.g. uid 0 or an action owner) can use CheckAuthorization() and pass details”): then asked again
+        /// without, and the dialog shows the action's own message.
         case automatic
         /// Always (polkit refuses the request from an untrusted caller: ``PolkitResult/detail`` says so).
         case always
@@ -48,20 +48,15 @@ public struct PolkitConfiguration: Sendable, Hashable {
     /// How long the person has to answer the dialog, in seconds, before the request is withdrawn
     /// (`AuthenticationOutcome.systemCancel`). Default 300.
     public var answerTimeout: TimeInterval
-    /// The action file consulted by ``Details/automatic`` for an owner annotation; default
-    /// ``PolkitAuthentication/actionFilePath``.
-    public var actionFile: String
-
     public init(busAddress: String? = nil, actionID: String = PolkitConfiguration.defaultActionID,
                 activation: Activation = .desktopSession, details: Details = .automatic, callTimeout: TimeInterval = 10,
-                answerTimeout: TimeInterval = 300, actionFile: String = PolkitAuthentication.actionFilePath) {
+                answerTimeout: TimeInterval = 300) {
         self.busAddress = busAddress
         self.actionID = actionID
         self.activation = activation
         self.details = details
         self.callTimeout = callTimeout
         self.answerTimeout = answerTimeout
-        self.actionFile = actionFile
     }
 
     /// Whether `environment` is a desktop session's: `DISPLAY` or `WAYLAND_DISPLAY` set and not empty.
@@ -88,10 +83,18 @@ public struct PolkitResult: Sendable, Equatable, CustomStringConvertible {
     /// Why polkit could not be used, or what it said; nil on success.
     public let detail: String?
 
+    /// polkit refused the request because it carried details from an untrusted caller.
+    let refusedDetails: Bool
+
     public init(outcome: AuthenticationOutcome, sentDetails: Bool, detail: String? = nil) {
+        self.init(outcome: outcome, sentDetails: sentDetails, detail: detail, refusedDetails: false)
+    }
+
+    init(outcome: AuthenticationOutcome, sentDetails: Bool, detail: String?, refusedDetails: Bool) {
         self.outcome = outcome
         self.sentDetails = sentDetails
         self.detail = detail
+        self.refusedDetails = refusedDetails
     }
 
     public var description: String {
@@ -121,9 +124,9 @@ public struct PolkitResult: Sendable, Equatable, CustomStringConvertible {
 /// | no bus, no polkit, the action not installed, details refused | `notAvailable`, with the reason in ``PolkitResult/detail`` |
 ///
 /// Decision (the message): polkit takes a message of the caller's (the `polkit.message` detail) only from root or
-/// from a user the action file names as its owner; from anyone else a request with details is refused. So with
+/// from a user the action file names as its owner; from anyone else a request with details is refused at once. So with
 /// ``PolkitConfiguration/Details/automatic`` the request carries `polkit.message` (“Authentication requested by
-/// <program>: <reason>”), `program` and `reason` when polkit accepts them, and otherwise none: the dialog then shows
+/// <program>: <reason>”), `program` and `reason`, and when polkit refuses them it is made again without: the dialog then shows
 /// the action's own message, “A program asks you to authenticate to use a protected keychain item”, and agents that
 /// show the subject (KDE's, from `polkit.subject-pid`) name the process. `keystone`'s installer can name the desktop
 /// users as owners (``actionFileContents(owners:)``).
@@ -141,27 +144,14 @@ public enum PolkitAuthentication {
     /// polkit accepts details.
     public static func authenticate(_ configuration: PolkitConfiguration, reason: String?,
                                     cancellation: AuthenticationCancellation) -> PolkitResult {
-        let sendDetails: Bool
-        switch configuration.details {
-        case .always: sendDetails = true
-        case .never: sendDetails = false
-        case .automatic: sendDetails = callerMayPassDetails(actionFile: configuration.actionFile)
-        }
         if cancellation.isCancelled { return PolkitResult(outcome: .appCancel, sentDetails: false, detail: "cancelled before polkit was asked") }
         guard let startTime = processStartTime() else {
             return PolkitResult(outcome: .notAvailable, sentDetails: false, detail: "cannot read this process's start time from /proc/self/stat")
         }
-        let details: [(String, String)] = sendDetails ? [
-            ("polkit.message", RequestingProgram.headline(reason: reason)),
-            ("program", RequestingProgram.name),
-            ("reason", reason ?? ""),
-        ] : []
-
         var error = ks_fprint_error()
         defer { ks_fprint_error_clear(&error) }
-        let callTimeout = FingerprintReader.milliseconds(configuration.callTimeout)
-        guard let handle = ks_fprint_open(configuration.busAddress, callTimeout, &error) else {
-            return PolkitResult(outcome: .notAvailable, sentDetails: sendDetails,
+        guard let handle = ks_fprint_open(configuration.busAddress, FingerprintReader.milliseconds(configuration.callTimeout), &error) else {
+            return PolkitResult(outcome: .notAvailable, sentDetails: false,
                                 detail: "no D-Bus bus at \(configuration.busAddress ?? "the system bus"): \(message(error))")
         }
         let shared = Locked<PolkitHandle?>(PolkitHandle(pointer: handle))
@@ -171,7 +161,30 @@ public enum PolkitAuthentication {
             shared.withLock { $0 = nil }
             ks_fprint_close(handle)
         }
+        let details: [(String, String)] = [
+            ("polkit.message", RequestingProgram.headline(reason: reason)),
+            ("program", RequestingProgram.name),
+            ("reason", reason ?? ""),
+        ]
+        switch configuration.details {
+        case .always:
+            return check(handle, configuration, startTime: startTime, details: details)
+        case .never:
+            return check(handle, configuration, startTime: startTime, details: [])
+        case .automatic:
+            // With details first; polkit refuses them at once (no dialog) from an untrusted caller: then without.
+            let first = check(handle, configuration, startTime: startTime, details: details)
+            guard first.refusedDetails else { return first }
+            return check(handle, configuration, startTime: startTime, details: [])
+        }
+    }
 
+    /// One CheckAuthorization on `handle`, mapped to an outcome.
+    private static func check(_ handle: OpaquePointer, _ configuration: PolkitConfiguration, startTime: UInt64,
+                              details: [(String, String)]) -> PolkitResult {
+        let sentDetails = !details.isEmpty
+        var error = ks_fprint_error()
+        defer { ks_fprint_error_clear(&error) }
         var result = ks_polkit_result()
         let keys = details.map { strdup($0.0) }
         let values = details.map { strdup($0.1) }
@@ -184,31 +197,32 @@ public enum PolkitAuthentication {
             }
         }
         if rc == 0 {
-            if result.authorized != 0 { return PolkitResult(outcome: .success, sentDetails: sendDetails) }
+            if result.authorized != 0 { return PolkitResult(outcome: .success, sentDetails: sentDetails) }
             if result.dismissed != 0 {
-                return PolkitResult(outcome: .userCancel, sentDetails: sendDetails, detail: "the person dismissed the dialog")
+                return PolkitResult(outcome: .userCancel, sentDetails: sentDetails, detail: "the person dismissed the dialog")
             }
             if result.challenge != 0 {
-                return PolkitResult(outcome: .notInteractive, sentDetails: sendDetails,
+                return PolkitResult(outcome: .notInteractive, sentDetails: sentDetails,
                                     detail: "no polkit authentication agent could ask (none is registered for this session)")
             }
-            return PolkitResult(outcome: .failed, sentDetails: sendDetails, detail: "not authorized")
+            return PolkitResult(outcome: .failed, sentDetails: sentDetails, detail: "not authorized")
         }
         switch error.status {
         case KS_FPRINT_CANCELLED:
-            return PolkitResult(outcome: .appCancel, sentDetails: sendDetails, detail: "cancelled; the dialog was withdrawn")
+            return PolkitResult(outcome: .appCancel, sentDetails: sentDetails, detail: "cancelled; the dialog was withdrawn")
         case KS_FPRINT_VERIFY_TIMED_OUT:
-            return PolkitResult(outcome: .systemCancel, sentDetails: sendDetails,
+            return PolkitResult(outcome: .systemCancel, sentDetails: sentDetails,
                                 detail: "no answer within \(Int(configuration.answerTimeout)) s; the dialog was withdrawn")
         case KS_FPRINT_NO_DAEMON:
-            return PolkitResult(outcome: .notAvailable, sentDetails: sendDetails,
+            return PolkitResult(outcome: .notAvailable, sentDetails: sentDetails,
                                 detail: "polkit (org.freedesktop.PolicyKit1) is not on the bus: install polkitd (apt-get install polkitd)")
         default:
             var text = message(error)
+            let refused = text.contains("org.freedesktop.PolicyKit1.Error.NotAuthorized") && text.contains("details")
             if text.contains("not registered") {
                 text += ": install Keystone's polkit action at \(actionFilePath) (`keystone install-polkit`)"
             }
-            return PolkitResult(outcome: .notAvailable, sentDetails: sendDetails, detail: text)
+            return PolkitResult(outcome: .notAvailable, sentDetails: sentDetails, detail: text, refusedDetails: refused)
         }
     }
 
@@ -247,16 +261,6 @@ public enum PolkitAuthentication {
             </policyconfig>
 
             """
-    }
-
-    /// Whether polkit accepts details from this process: root, or a user the action file names as an owner.
-    static func callerMayPassDetails(actionFile: String) -> Bool {
-        if geteuid() == 0 { return true }
-        guard let user = PAMAuthentication.effectiveUserName(),
-              let contents = try? String(contentsOfFile: actionFile, encoding: .utf8),
-              let start = contents.range(of: "org.freedesktop.policykit.owner\">"),
-              let end = contents[start.upperBound...].range(of: "</annotate>") else { return false }
-        return contents[start.upperBound..<end.lowerBound].split(separator: " ").contains { $0 == "unix-user:\(user)" }
     }
 
     /// This process's start time in clock ticks since boot (`/proc/self/stat`, field 22), as polkit identifies a

@@ -230,6 +230,26 @@ final class FprintdFixture: @unchecked Sendable {
         return monitor
     }
 
+    /// Makes the watchdog kill `pid` too if the test process dies (a process the test started itself).
+    func adopt(_ pid: pid_t) {
+        watchdog.send("\(pid)")
+    }
+
+    /// Starts `executable` as one of the fixture's processes (``stop()`` ends it), its output in `log` under ``root``.
+    @discardableResult
+    func start(_ executable: String, _ arguments: [String], log: String, environment extra: [String: String] = [:],
+               standardInput: FileHandle? = nil, standardOutput: Pipe? = nil) throws -> Child {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment.merging(extra) { $1 }
+        let logHandle = try Self.logFile("\(root)/\(log)")
+        process.standardOutput = standardOutput ?? logHandle
+        process.standardError = logHandle
+        if let standardInput { process.standardInput = standardInput }
+        return try launch(process)
+    }
+
     /// Ends every process (SIGTERM, then SIGKILL after the deadline) and removes the directory. Idempotent.
     func stop() {
         let processes: [Child] = lock.withLock {
@@ -460,7 +480,7 @@ final class FprintdFixture: @unchecked Sendable {
         }
     }
 
-    private func waitForName(_ name: String) throws {
+    func waitForName(_ name: String) throws {
         do {
             try gdbus(["wait", "--address", busAddress, "--timeout", "\(Int(Self.deadline))", name])
         } catch {

@@ -61,9 +61,12 @@ final class PersonPrompter: AuthenticationPrompter {
                 let released = DispatchSemaphore(value: 0)
                 let token = cancellation.onCancel { released.signal() }
                 action()
-                released.wait()
+                // Bounded, so a prompt that is never withdrawn fails the test instead of hanging it.
+                let withdrawn = released.wait(timeout: .now() + FprintdFixture.deadline) == .success
                 cancellation.removeHandler(token)
-                state.withLock { $0.withdrawn += 1 }
+                state.withLock {
+                    if withdrawn { $0.withdrawn += 1 } else { $0.failures.append("the password prompt was never withdrawn") }
+                }
                 return nil
             }
         }
