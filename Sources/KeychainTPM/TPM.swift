@@ -295,8 +295,10 @@ public struct TPMInfo: Sendable, Hashable {
 ///   on the same TPM flushes those objects (when they still hold the same names) once the TPM runs out of slots.
 /// - Important: What the TPM enforces: the private key is generated inside the TPM (`sensitiveDataOrigin`) and
 ///   never leaves it in the clear; it is `fixedTPM` and `fixedParent` (never duplicated); the blob it returns is
-///   wrapped by this TPM's storage key, so it works only with this TPM. Keys need no authorization value
-///   (`userWithAuth` with an empty one): whoever can open the TPM and holds the blob can use the key.
+///   wrapped by this TPM's storage key, so it works only with this TPM. A key made without an authorization value
+///   (`userWithAuth` with an empty one, `noDA`): whoever can open the TPM and holds the blob can use the key. A key
+///   made with one (``createKey(_:authorization:)``, a PIN): the TPM refuses every use without it and counts each
+///   wrong value toward its dictionary-attack lockout (``TPMLockoutState``).
 ///
 /// tpm2-tss's own log lines (`ERROR:esys:...` on standard error) are off: every failure is reported as a
 /// ``TPMError``. `KEYSTONE_LOG_LEVEL=debug` (or `trace`), or `TSS2_LOG` set to any value, keeps tpm2-tss's logging.

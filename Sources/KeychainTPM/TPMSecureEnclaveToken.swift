@@ -21,8 +21,14 @@ import Synchronization
 /// or an invalid peer key → `errSecParam`; anything else the TPM refuses → `errSecInternalComponent`. The reason
 /// keeps the TPM's own message.
 ///
-/// - Important: What the TPM enforces and what it does not: see ``TPMDevice``. The key has no authorization
-///   value in the TPM; access control (`.userPresence`, `.biometryAny`…) is enforced by the software layers.
+/// A wrong PIN (a key made with ``createKey(_:pin:)``) or a TPM in dictionary-attack lockout → `errSecAuthFailed`, the
+/// reason saying which (and, for a lockout, within how many seconds the TPM accepts an attempt again); a TSS2 key
+/// Keystone cannot use → `errSecUnimplemented`.
+///
+/// - Important: What the TPM enforces and what it does not: see ``TPMDevice``. A key made through the
+///   `SecureEnclaveToken` protocol has no authorization value in the TPM; its access control (`.userPresence`,
+///   `.biometryAny`…) is enforced by the software layers. A key made with ``createKey(_:pin:)`` needs its PIN,
+///   enforced by the TPM.
 public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// The tctildr configuration (nil: tctildr's default, `/dev/tpmrm0`).
     public let tcti: String?
