@@ -56,8 +56,26 @@ public final class EtcdKeychain: KeychainStorage {
     /// How many rows this keychain has decrypted so far: the storage contract's laziness clause checks that a
     /// limit-one search decrypts only the first match.
     package var decryptionCount: Int { decryptions.current }
-    /// The time, for the auto-lock timeout.
-    let clock: @Sendable () -> Date = { Date() }
+    /// The time: the auto-lock timeout, deleted items' dates and retention (issue 30). Tests set it.
+    package var clock: @Sendable () -> Date {
+        get { clockSource.current }
+        set { clockSource.withLock { $0 = newValue } }
+    }
+    private let clockSource = Locked<@Sendable () -> Date>({ Date() })
+    /// This machine's rollback marks, by keychain id (EtcdRollback.swift).
+    private let highWaters = Locked<[Data: EtcdHighWater]>([:])
+    /// The HEAD record as this process last wrote it (value, mod revision): a first attempt guesses it.
+    let headHint = Locked<(value: Data, modRevision: Int64)?>(nil)
+
+    /// The rollback marks of the keychain with id `id` on this machine.
+    func highWater(_ id: Data) -> EtcdHighWater {
+        highWaters.withLock { all in
+            if let known = all[id] { return known }
+            let made = EtcdHighWater(keychainID: id)
+            all[id] = made
+            return made
+        }
+    }
 
     /// What changes while the keychain is open (reached only inside `state.withLock`).
     fileprivate struct State: Sendable {
@@ -338,6 +356,18 @@ public final class EtcdKeychain: KeychainStorage {
         return (changed, result.revision)
     }
 
+    /// The header as this process last read it.
+    var headerSnapshot: EtcdKeychainHeader { state.withLock { $0.header } }
+
+    /// Changes the header for every machine (compare-and-swap) and makes the result this process's header.
+    func changeHeader(_ change: (inout EtcdKeychainHeader) throws -> Void) throws {
+        let (changed, revision) = try updateHeader(change)
+        state.withLock { state in
+            state.header = changed
+            state.headerRevision = revision
+        }
+    }
+
     // MARK: - Keys (state held)
 
     /// The keys, header id and header revision a transaction starts with.
@@ -388,10 +418,16 @@ public final class EtcdKeychain: KeychainStorage {
 
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
         var backoff: UInt32 = 1_000
-        var start = EtcdTransaction.Start.guessing(sequence: state.withLock { $0.sequenceHint })
+        var start = EtcdTransaction.Start.guessing(sequence: state.withLock { $0.sequenceHint }, head: headHint.current)
+        var marks: EtcdHighWater.Snapshot?
         for _ in 0..<Self.maximumAttempts {
             let (keys, id, headerRevision) = try snapshotKeys()
-            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: true, start: start)
+            // The rollback marks are taken before the attempt's first read; an attempt that starts from what a failed
+            // commit read keeps the previous attempt's (marks raised meanwhile are newer than that snapshot).
+            if case .snapshot = start {} else { marks = nil }
+            let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: true, start: start,
+                                              marks: marks)
+            marks = transaction.marks
             let result: T
             do {
                 result = try Self.etcd { try body(transaction) }

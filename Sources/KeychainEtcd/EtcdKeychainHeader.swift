@@ -27,6 +27,16 @@ struct EtcdKeychainHeader: Codable, Sendable, Hashable {
     var keyCheck: Data
     /// Seconds after an unlock when this machine's keys drop to after-first-unlock; nil: never.
     var lockAfterTimeout: TimeInterval?
+    /// Versions kept per item, the current one included (issue 30; nil: ``defaultMaxVersions``).
+    var maxVersions: Int? = nil
+    /// Seconds a deleted item stays undeletable before a later write purges it (nil: ``defaultRetention``).
+    var tombstoneRetention: TimeInterval? = nil
+    /// Whether every update must state the item version it read (check-and-set; nil: false).
+    var requireCheckAndSet: Bool? = nil
+
+    static let defaultMaxVersions = 10
+    static let defaultRetention: TimeInterval = 30 * 24 * 3600
+    static let maxVersionsLimit = 100
 
     var protector: PasswordProtector {
         PasswordProtector(kdf: kdf, wrappedMaster: wrappedMaster, isEmpty: emptyPassword)
@@ -68,6 +78,12 @@ struct EtcdKeychainHeader: Codable, Sendable, Hashable {
         }
         if let timeout = lockAfterTimeout, !(timeout.isFinite && timeout >= 0 && timeout <= TimeInterval(UInt32.max)) {
             throw EngineError(Status.invalidKeychain, "the etcd keychain's header has a lock timeout out of range")
+        }
+        if let versions = maxVersions, !(1...Self.maxVersionsLimit).contains(versions) {
+            throw EngineError(Status.invalidKeychain, "the etcd keychain's header keeps \(versions) versions per item (1...\(Self.maxVersionsLimit) allowed)")
+        }
+        if let retention = tombstoneRetention, !(retention.isFinite && retention >= 0 && retention <= 100 * 366 * 24 * 3600) {
+            throw EngineError(Status.invalidKeychain, "the etcd keychain's header has a deleted-item retention out of range")
         }
         try kdf.validate()
         return self

@@ -44,19 +44,12 @@ struct EtcdKeyspace: Sendable {
         return UInt64(text, radix: 16)
     }
 
-    /// The prefix of the tombstone index: `…/t/<deleted at, 16 hex digits>/CLSS/DIGEST`, one empty key per tombstone
-    /// (oldest first), so a write can find the tombstones past retention without reading every item.
+    /// The prefix of the tombstone index: `…/t/<deleted at, 16 hex digits>/<HEAD counter, 16 hex digits>`, one key
+    /// per transaction that deleted items, listing them (class tag and digest, 68 bytes each), oldest first: a write
+    /// finds the deletions past retention without reading every item.
     var tombstones: Data { prefix + Data("t/".utf8) }
-    func tombstone(_ cls: ItemClass, _ digest: Data, deletedAt: UInt64) -> Data {
-        tombstones + Data("\(Self.hex16(deletedAt))/\(cls.rawValue)/".utf8) + digest
-    }
-    /// The (deleted at, class, digest) a tombstone index key names.
-    func parseTombstone(_ key: Data) -> (deletedAt: UInt64, itemClass: ItemClass, digest: Data)? {
-        let rest = key.dropFirst(tombstones.count)
-        guard key.starts(with: tombstones), rest.count == 16 + 1 + 4 + 1 + 64,
-              let stamp = String(data: rest.prefix(16), encoding: .ascii).flatMap({ UInt64($0, radix: 16) }),
-              let tag = String(data: rest.dropFirst(17).prefix(4), encoding: .ascii), let cls = ItemClass(rawValue: tag) else { return nil }
-        return (stamp, cls, Data(rest.suffix(64)))
+    func tombstone(deletedAt: UInt64, counter: UInt64) -> Data {
+        tombstones + Data("\(Self.hex16(deletedAt))/\(Self.hex16(counter))".utf8)
     }
 
     /// The audit entry of the write transaction that made HEAD's counter `counter`.
@@ -253,6 +246,12 @@ extension Data {
     var bigEndianUInt64: UInt64? {
         guard count == 8 else { return nil }
         return reduce(0) { ($0 << 8) | UInt64($1) }
+    }
+
+    /// These bytes as a hexadecimal number (16 ASCII digits at most); nil otherwise.
+    var asciiHex: UInt64? {
+        guard !isEmpty, count <= 16, let text = String(data: self, encoding: .ascii) else { return nil }
+        return UInt64(text, radix: 16)
     }
 
     init(bigEndianUnsigned value: UInt64) {

@@ -164,8 +164,12 @@ struct AddPassword<Attributes: PasswordAttributes>: ParsableCommand {
     @Flag(name: .customShort("A"), help: "Allow any application (accepted; the default here).") var anyApplication = false
     @Argument(help: "Keychain name, path, secret-service:[COLLECTION] or etcd://host:port,…/NAME (default: the default keychain).") var keychain: String?
 
+    @Option(name: .customLong("if-version"), help: "With -U on an etcd keychain: update only if the item is still at this version (check-and-set; see item-history).")
+    var ifVersion: UInt64?
+
     mutating func run() throws {
-        try ItemVerbs.add(try attributes.query(), secret: try secret.secret(), update: update, keychain: keychain)
+        let (query, data, update, keychain) = (try attributes.query(), try secret.secret(), update, keychain)
+        try withEtcdCheckAndSet(ifVersion) { try ItemVerbs.add(query, secret: data, update: update, keychain: keychain) }
     }
 }
 
