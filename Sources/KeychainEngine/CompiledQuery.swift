@@ -37,6 +37,15 @@ public struct CompiledItemKey: Sendable {
             : [(Self.service, .string(service)), (Self.account, .string(account))]
     }
 
+    /// A generic password's identity from a dictionary's values (a string or data each, as a SecItem dictionary
+    /// may give them): what the SecItem functions' compiled path looks items up by.
+    package init(genericPasswordService service: AttributeValue, account: AttributeValue) {
+        itemClass = .genericPassword
+        values = Self.account < Self.service
+            ? [(Self.account, account), (Self.service, service)]
+            : [(Self.service, service), (Self.account, account)]
+    }
+
     private static let account = AttributeID.of(Key.account)
     private static let service = AttributeID.of(Key.service)
 
@@ -290,5 +299,80 @@ extension KeychainEngine {
             }
             return .updated
         }
+    }
+
+    // MARK: - The SecItem functions' compiled path
+
+    /// `add` of a generic item whose attributes are `key` (+ group, sync), `v_Data` and optionally `kSecAttrAccessible`,
+    /// without return keys: ``add(_:)``'s rules and errors, without its dictionaries.
+    ///
+    /// - Parameter accessibility: `kSecAttrAccessible`; nil for the configuration's default.
+    /// - Returns: `.done`, or `.unsupported` (a storage other than ``MemoryStorage``, or hooks installed): nothing was
+    ///   changed; run ``add(_:)``.
+    /// - Throws: ``EngineError`` with `errSecDuplicateItem`, `errSecAuthFailed` (no passcode for `akpu`),
+    ///   `errSecMissingEntitlement`, `errSecInteractionNotAllowed`.
+    package func compiledAdd(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool,
+                             accessibility: Accessibility?) throws -> CompiledOutcome<Void> {
+        guard let memory = storage as? MemoryStorage, hooks.current.isEmpty else { return .unsupported }
+        let accessibility = accessibility ?? configuration.defaultAccessibility
+        switch try saveStep(memory, secret, key, group, sync, accessibility, nil, nil, mode: .added) {
+        case .added: return .done(())
+        case .exists: throw EngineError.duplicateItem("an item with the same primary key exists")
+        case .updated, .needsAuthentication: return .unsupported
+        }
+    }
+
+    /// `update` of the items matching `key` (+ `group`, or the entitled groups) + `sync` with a new secret (changes:
+    /// `v_Data` alone): ``update(_:with:)``'s rules and errors, without its dictionaries.
+    ///
+    /// - Returns: `.done`, or `.unsupported` (a storage other than ``MemoryStorage``, hooks installed, or a target whose
+    ///   secret needs an authentication to change): nothing was changed; run ``update(_:with:)``.
+    /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`.
+    package func compiledUpdate(_ secret: Data, for key: CompiledItemKey, accessGroup group: String?,
+                                synchronizable sync: Bool) throws -> CompiledOutcome<Void> {
+        guard let memory = storage as? MemoryStorage, hooks.current.isEmpty else { return .unsupported }
+        let config = configuration
+        try Self.checkEntitlement(group, config)
+        return try memory.withTable(key.itemClass) { table, lockState in
+            let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
+            guard !targets.isEmpty else { throw EngineError.itemNotFound }
+            // Every check before any change, as the update's transaction leaves nothing changed when one fails.
+            for id in targets {
+                let row = table.row(id)!
+                guard row.accessibility.isAvailable(in: lockState) else {
+                    throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
+                }
+                if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return .unsupported }
+            }
+            let now = config.now()
+            for id in targets {
+                table.rows.modify(id) { row in
+                    row.secret = secret
+                    if !row.modified.isNaN { row.modified = now.timeIntervalSinceReferenceDate } else { row.set(Self.modificationID, .date(now)) }
+                }
+            }
+            return .done(())
+        }
+    }
+
+    /// `delete` of the items matching `key` (+ `group`, or the entitled groups) + `sync`: ``delete(_:)``'s rules and
+    /// errors, without its dictionaries.
+    ///
+    /// - Returns: `.done`, or `.unsupported` (a storage other than ``MemoryStorage``, or hooks installed): nothing was
+    ///   deleted; run ``delete(_:)``.
+    /// - Throws: ``EngineError`` with `errSecItemNotFound`, `errSecInteractionNotAllowed`, `errSecMissingEntitlement`.
+    package func compiledDelete(_ key: CompiledItemKey, accessGroup group: String?, synchronizable sync: Bool) throws -> CompiledOutcome<Void> {
+        guard let memory = storage as? MemoryStorage, hooks.current.isEmpty else { return .unsupported }
+        let config = configuration
+        try Self.checkEntitlement(group, config)
+        try memory.withTable(key.itemClass) { table, lockState in
+            let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
+            guard !targets.isEmpty else { throw EngineError.itemNotFound }
+            for id in targets where !table.row(id)!.accessibility.isAvailable(in: lockState) {
+                throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
+            }
+            for id in targets { _ = table.remove(id) }
+        }
+        return .done(())
     }
 }

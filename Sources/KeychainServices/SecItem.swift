@@ -10,7 +10,8 @@ import KeychainEngine
 /// - Returns: `errSecSuccess`, or `errSecDuplicateItem`, `errSecParam`, `errSecNoSuchAttr`,
 ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`…
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: attributes)) {
+    if let status = SecItemCompiledPath.add(attributes, result) { return status }
+    return SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: attributes)) {
         if let identity = attributes.first(where: { ($0.key.base as? String) == Key.valueRef })?.value as? SecIdentity {
             return (try SecItemReferences.addIdentity(identity, attributes), try SecItemBridge.query(attributes.filter { ($0.key.base as? String) != Key.valueRef }))
         }
@@ -29,7 +30,8 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 /// and authenticates each use with them, as on Apple platforms. It is bound to
 /// ``KeychainServicesDefaults/secureEnclave`` (`errSecUnimplemented` when there is none).
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: query)) {
+    if let status = SecItemCompiledPath.copyMatching(query, result) { return status }
+    return SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: query)) {
         let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         if result == nil, SecItemBridge.returnKeys.contains(where: { typed[$0]?.boolValue == true }) {
             throw EngineError.param("return keys need a result pointer (errSecReturnMissingPointer)")
@@ -42,7 +44,8 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 ///
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`…
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
-    SecItemBridge.run(nil) {
+    if let status = SecItemCompiledPath.update(query, attributesToUpdate) { return status }
+    return SecItemBridge.run(nil) {
         let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         let changes = try SecItemBridge.query(attributesToUpdate)
         try KeychainServicesDefaults.currentEngine().update(typed, with: changes)
@@ -54,7 +57,8 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 ///
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecParam`, `errSecInteractionNotAllowed`…
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
-    SecItemBridge.run(nil) {
+    if let status = SecItemCompiledPath.delete(query) { return status }
+    return SecItemBridge.run(nil) {
         let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
         try KeychainServicesDefaults.currentEngine().delete(typed)
         return (nil, typed)
