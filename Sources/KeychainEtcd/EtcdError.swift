@@ -69,7 +69,9 @@ package enum EtcdError: Error, CustomStringConvertible {
         case .tooManyOperations(let message):
             EngineError(Status.quotaExceeded, "\(message): the change needs more operations in one transaction than the cluster's --max-txn-ops (default 128) allows; change fewer items at once or raise --max-txn-ops on every member.")
         case .requestTooLarge(let message):
-            EngineError(Status.dataTooLarge, "\(message): the item is larger than the cluster's --max-request-bytes (default 1.5 MiB) allows; store smaller items or raise --max-request-bytes on every member.")
+            // One request carries the whole change: the item, on an update also its previous version (history), and the
+            // audit entry (about 200 bytes). So an item of more than about 0.7 MiB can be added but not updated.
+            EngineError(Status.dataTooLarge, "\(message): the change is larger than the cluster's --max-request-bytes (default 1.5 MiB) allows (one request carries the item, on an update also its previous version, and the audit entry: items above about 0.7 MiB can be added but not updated); nothing was changed. Store smaller items (large blobs in a file sealed with `keystone seal`, its key in the keychain) or raise --max-request-bytes on every member.")
         case .noSpace(let message):
             // Decision: errSecQuotaExceeded (the cluster's quota, not this item's size: errSecDataTooLarge is that).
             // Nothing was written: etcd refuses a write over the quota before applying it, and a transaction is all

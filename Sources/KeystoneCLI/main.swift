@@ -39,7 +39,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<GenericAttributes>.self, FindPassword<GenericAttributes>.self, DeletePassword<GenericAttributes>.self,
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self, Seal.self, Unseal.self, Agent.self,
-            CredentialHelper.self,
+            CredentialHelper.self, Audit.self,
         ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs + tpmKeyVerbs + etcdGroupVerbs + etcdHistoryVerbs)
 }
 

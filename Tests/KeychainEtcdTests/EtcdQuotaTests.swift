@@ -86,3 +86,32 @@ struct EtcdQuotaTests {
     }
 }
 #endif
+#if NIO && !canImport(Darwin)
+/// etcd's request limit (`--max-request-bytes`, 1.5 MiB by default) with the audit entry and the item's previous
+/// version in the same request: what is refused is refused whole, with `errSecDataTooLarge`, and leaves no entry.
+@Suite("etcd keychain: items larger than one request are refused with errSecDataTooLarge (versions and audit entry count)",
+       .enabled(if: etcdMissing == nil, etcdSkipReason))
+struct EtcdRequestSizeTests {
+    @Test("a 1.6 MiB item is refused; a 1 MiB item is added, but updating it (the old version goes to history in the same request) is refused; nothing half-written, the audit log has the one add")
+    func requestLimit() throws {
+        let cluster = try EtcdTestCluster.shared()
+        let configuration = try EtcdConfiguration(url: cluster.url(name: "size-\(UUID().uuidString.prefix(8))"), environment: [:])
+        let keychain = try EtcdKeychain.create(configuration, password: "pw")
+        let engine = KeychainEngine(storage: keychain)
+        let huge = Data(repeating: 1, count: 1_600_000)
+        #expect(status { try engine.add(genp("size", "huge", [Key.valueData: .data(huge)])) } == Status.dataTooLarge)
+        #expect(status { _ = try engine.copyMatching(genp("size", "huge")) } == Status.itemNotFound)
+
+        let first = Data(repeating: 2, count: 1_000_000)
+        try engine.add(genp("size", "big", [Key.valueData: .data(first)]))
+        let refused = error { try engine.update(genp("size", "big"), with: [Key.valueData: .data(Data(repeating: 3, count: 1_000_000))]) }
+        #expect(refused?.status == Status.dataTooLarge, "\(String(describing: refused))")
+        #expect(refused?.reason.contains("--max-request-bytes") == true)
+        #expect(try engine.copyMatching(genp("size", "big", [Key.returnData: .bool(true)]))?.data == first)
+
+        let log = try keychain.auditLog()
+        #expect(log.isIntact, "\(log.problems)")
+        #expect(log.entries.map { $0.events.map(\.operation) } == [["add"]])
+    }
+}
+#endif
