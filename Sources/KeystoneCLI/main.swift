@@ -40,7 +40,7 @@ struct KeystoneTool: ParsableCommand {
             AddPassword<InternetAttributes>.self, FindPassword<InternetAttributes>.self, DeletePassword<InternetAttributes>.self,
             Doctor.self, Seal.self, Unseal.self, Agent.self,
             CredentialHelper.self, Audit.self,
-        ] + certificateVerbs + authenticationVerbs + trustVerbs + pinVerbs + tpmKeyVerbs + etcdGroupVerbs + etcdHistoryVerbs)
+        ] + certificateVerbs + authenticationVerbs + polkitVerbs + trustVerbs + pinVerbs + tpmKeyVerbs + etcdHistoryVerbs + etcdGroupVerbs)
 }
 
 /// Per verb: the single-letter options that take a value, and those that prompt when given last without one.

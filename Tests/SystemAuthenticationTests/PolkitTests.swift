@@ -156,6 +156,36 @@ struct PolkitConfigurationTests {
         #expect(owned.contains("<annotate key=\"org.freedesktop.policykit.owner\">unix-user:alice unix-user:b&lt;b</annotate>"))
     }
 
+    @Test("keystone install-polkit writes the action file (0644, owners annotated) and leaves an identical one alone",
+          .enabled(if: PolkitDaemon.keystone != nil, "the keystone executable is not built next to the tests"))
+    func installVerb() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-polkit-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func keystone(_ arguments: [String]) throws -> (Int32, String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: PolkitDaemon.keystone!)
+            process.arguments = arguments
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let first = try keystone(["install-polkit", "--action-dir", directory, "--owner", "alice"])
+        #expect(first.0 == 0 && first.1.contains("installed"), "\(first)")
+        let path = "\(directory)/\(PolkitConfiguration.defaultActionID).policy"
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == PolkitAuthentication.actionFileContents(owners: ["alice"]))
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o644)
+        let again = try keystone(["install-polkit", "--action-dir", directory, "--owner", "alice"])
+        #expect(again.0 == 0 && again.1.contains("already installed"), "\(again)")
+        let bad = try keystone(["install-polkit", "--action-dir", directory, "--owner", "a b"])
+        #expect(bad.0 != 0, "\(bad)")
+    }
+
     @Test("the headline names the executable and the reason")
     func headline() {
         let name = URL(fileURLWithPath: CommandLine.arguments[0]).lastPathComponent
