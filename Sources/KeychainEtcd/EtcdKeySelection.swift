@@ -27,7 +27,8 @@ extension EtcdKeychain {
 
     /// The keys that open `row` (its extensions 0x10...0x1F say which), nil when this machine does not hold them.
     func openingKeys(for row: EtcdRow, from keys: KeySet) -> KeySet? {
-        if row.extensions.isEmpty, !EtcdDomainKeys.isMember(keys) { return keys }  // master generation 0: no lookup
+        // Master generation 0 (every row before groups or a rotation): no lookup.
+        if row.extensions[EtcdKeyTag.group] == nil, row.extensions[EtcdKeyTag.generation] == nil, !EtcdDomainKeys.isMember(keys) { return keys }
         guard let keychainID = try? snapshotKeys().1 else { return nil }
         if case .keys(let opening) = groupOpening(EtcdKeyName(extensions: row.extensions), from: keys, keychainID: keychainID) { return opening }
         return nil

@@ -460,4 +460,46 @@ extension Data {
         self = Data(bytes)
     }
 }
+
+// MARK: - etcd RBAC for member machines
+
+/// One permission of an etcd role (`etcdctl role grant-permission ROLE [--prefix] PERMISSION KEY`).
+public struct EtcdRolePermission: Sendable, Hashable {
+    /// The key, or the prefix when ``prefix``.
+    public var key: String
+    public var prefix: Bool
+    /// `read` or `readwrite`.
+    public var permission: String
+
+    /// The etcdctl arguments that grant it to `role`.
+    public func etcdctlArguments(role: String) -> [String] {
+        ["role", "grant-permission", role] + (prefix ? ["--prefix=true"] : []) + [permission, key]
+    }
+}
+
+extension EtcdKeychain {
+    /// The etcd role a machine enrolled only for access groups needs on keychain `name`, and no more: read the
+    /// keychain; write items, their history and tombstones, the row-id sequence, the HEAD record and the audit log;
+    /// never the header, the key records, the machines' bundles or TPM entries (so such a machine cannot replay or
+    /// edit a key record, another machine's bundle, or the header).
+    ///
+    /// Decision: etcd's RBAC cannot confine a machine's *item* writes to its groups: an item's key holds the group's
+    /// digest in its last segment (`…/k/CLSS/IDENTITY/GROUP`), so that a search by service and account without a group
+    /// reads one prefix, and existing keychains keep their layout; a prefix per group would need the group first.
+    /// What confines a machine to its groups is cryptography: it cannot read another group's item, nor write one
+    /// that opens (a row it forges or moves fails authentication: `errSecDecode`); it can delete another group's item
+    /// or replace it with garbage, which rollback detection and the audit log (E1, E2) report, and etcd's history keeps.
+    public static func memberRolePermissions(keychain name: String) -> [EtcdRolePermission] {
+        let base = "keystone/v1/\(name)/"
+        return [
+            EtcdRolePermission(key: base, prefix: true, permission: "read"),
+            EtcdRolePermission(key: base + "k/", prefix: true, permission: "readwrite"),
+            EtcdRolePermission(key: base + "h/", prefix: true, permission: "readwrite"),
+            EtcdRolePermission(key: base + "t/", prefix: true, permission: "readwrite"),
+            EtcdRolePermission(key: base + "audit/", prefix: true, permission: "readwrite"),
+            EtcdRolePermission(key: base + "seq", prefix: false, permission: "readwrite"),
+            EtcdRolePermission(key: base + "head", prefix: false, permission: "readwrite"),
+        ]
+    }
+}
 #endif

@@ -214,4 +214,52 @@ struct EtcdGroupTests {
         }
     }
 }
+
+@Suite("etcd keychain: the etcd role of a machine enrolled for access groups (a real etcd cluster with authentication)",
+       .enabled(if: etcdMissing == nil, etcdSkipReason))
+struct EtcdGroupRoleTests {
+    @Test("under its etcd role a member machine adds, updates and deletes its group's items; its writes to key records, bundles and the header are refused")
+    func memberRole() throws {
+        let cluster = try EtcdTestCluster.start(.init(members: 1))
+        defer { cluster.stop() }
+        let name = "rbac"
+        try cluster.enableAuthentication(rootPassword: "root-password")
+        let adminConfiguration = try EtcdConfiguration(url: cluster.url(name: name, query: "user=root"), environment: ["KEYSTONE_ETCD_PASSWORD": "root-password"])
+        let admin = try EtcdKeychain.create(adminConfiguration, password: "fleet-password")
+        try KeychainEngine(storage: admin).add(genpIn("A", "svc", "acct", secret: "s"))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-rbac-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = try EtcdMachineKey.software(file: directory.appendingPathComponent("m.key").path)
+        try admin.enrollMachine("m", publicKey: key.publicKeyX963, groups: ["A"])
+
+        // The role, with real etcdctl user and role commands.
+        try cluster.etcdctl(["role", "add", "keystone-member"])
+        for permission in EtcdKeychain.memberRolePermissions(keychain: name) {
+            try cluster.etcdctl(permission.etcdctlArguments(role: "keystone-member"))
+        }
+        try cluster.etcdctl(["user", "add", "machine-m", "--interactive=false"], input: Data("machine-password\n".utf8))
+        try cluster.etcdctl(["user", "grant-role", "machine-m", "keystone-member"])
+
+        admin.lock()
+        let memberConfiguration = try EtcdConfiguration(url: cluster.url(name: name, query: "user=machine-m"), environment: ["KEYSTONE_ETCD_PASSWORD": "machine-password"])
+        let member = try EtcdKeychain.open(memberConfiguration)
+        try member.unlock(machineKey: key, machineID: "m")
+        let engine = KeychainEngine(storage: member, configuration: member.engineConfiguration())
+        #expect(try read(engine, "svc", "acct") == "s")
+        try engine.add(genp("svc2", "acct", [Key.valueData: .data(Data("one".utf8))]))
+        try engine.update(genp("svc2", "acct"), with: [Key.valueData: .data(Data("two".utf8))])
+        #expect(try read(engine, "svc2", "acct") == "two")
+        try engine.delete(genp("svc2", "acct"))
+        // What it may not write: the key records, the bundles, the header, the TPM entries.
+        let asMember = ["ETCDCTL_USER": "machine-m:machine-password"]
+        for suffix in ["keys/master", "member/\(EtcdKeyspace.machineDigest("m"))", "meta", "machine/x"] {
+            #expect(throws: EtcdTestCluster.Failure.self) {
+                try cluster.etcdctl(["put", "keystone/v1/\(name)/\(suffix)", "x"], environment: asMember)
+            }
+        }
+        // Nor may Keystone on it change them: enrolling needs the master key anyway.
+        #expect(status { try member.enrollMachine("m", publicKey: key.publicKeyX963, groups: ["B"]) } == Status.interactionNotAllowed)
+    }
+}
 #endif
