@@ -45,4 +45,32 @@ struct EtcdAuditCLITests {
         #expect(try EtcdCLITests.run(box, ["audit", "verify", "/tmp/not-etcd.keychain-db"]).status == 2)
         #expect(try EtcdCLITests.run(box, ["delete-keychain", url]).status == 0)
     }
+
+    /// `keystone doctor --json URL` with `KEYSTONE_ETCD_QUOTA_BYTES`: the quota finding's severity.
+    static func quotaFinding(_ box: Sandbox, _ url: String, quota: String) throws -> (severity: String, detail: String)? {
+        var environment = box.environment
+        for key in environment.keys where key.hasPrefix("KEYSTONE_") { environment[key] = nil }
+        environment["KEYSTONE_ETCD_QUOTA_BYTES"] = quota
+        let run = try Run.launch(try #require(Sandbox.binary), ["doctor", "--json", url], environment: environment)
+        let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
+        let etcd = object?["etcd"] as? [String: Any]
+        let findings = etcd?["findings"] as? [[String: Any]] ?? []
+        guard let quota = findings.first(where: { $0["check"] as? String == "quota" }) else { return nil }
+        return (quota["severity"] as? String ?? "", quota["detail"] as? String ?? "")
+    }
+
+    @Test("doctor compares the largest member database with KEYSTONE_ETCD_QUOTA_BYTES: a warning from 80%, ok below")
+    func doctorQuota() throws {
+        let cluster = try EtcdTestCluster.shared()
+        let box = Sandbox()
+        defer { try? FileManager.default.removeItem(at: box.root) }
+        let url = cluster.url(name: EtcdCLITests.uniqueName("quota"))
+        try EtcdCLITests.create(box, url)
+        let near = try #require(try Self.quotaFinding(box, url, quota: "4096"), "doctor --json has a quota finding")
+        #expect(near.severity == "warning", "\(near)")
+        #expect(near.detail.contains("of the quota 4.0 KiB (KEYSTONE_ETCD_QUOTA_BYTES)"), "\(near.detail)")
+        let far = try #require(try Self.quotaFinding(box, url, quota: String(1 << 40)))
+        #expect(far.severity == "ok", "\(far)")
+        #expect(try EtcdCLITests.run(box, ["delete-keychain", url]).status == 0)
+    }
 }
