@@ -207,5 +207,32 @@ struct EtcdRotationTests {
         #expect(unreadable(memberEngine, count: count) == 0)
         #expect(try admin.groups().first { $0.name == "K" }?.rotating == false)
     }
+
+    @Test("rotating the master key re-seals the items outside groups; another administrator process reads them; a group's items keep their group key")
+    func masterRotation() throws {
+        let cluster = try EtcdTestCluster.shared()
+        let configuration = try EtcdConfiguration(url: cluster.url(name: "rotation-master-\(UUID().uuidString.prefix(8))"), environment: [:])
+        let admin = try EtcdKeychain.create(configuration, password: "pw")
+        let engine = KeychainEngine(storage: admin)
+        try addItems(engine, group: "default", count: 20)
+        try engine.add(genp("grouped", "acct", [Key.accessGroup: .string("G"), Key.valueData: .data(Data("g".utf8))]))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-rotation-master-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try admin.enrollMachine("g", publicKey: try EtcdMachineKey.software(file: directory.appendingPathComponent("g").path).publicKeyX963, groups: ["G"])
+        #expect(try generations(cluster, configuration.name) == [0: 20, 1: 1])
+        let first = try admin.rotateKeys()
+        #expect(first.generation == 1 && first.resealed == 20)
+        try admin.rotateKeys()
+        // 20 rows under master generation 2, the group's row still under its generation 1.
+        #expect(try generations(cluster, configuration.name) == [2: 20, 1: 1])
+        let other = try EtcdKeychain.open(configuration)
+        try other.unlock(password: "pw")
+        #expect(unreadable(KeychainEngine(storage: other), count: 20) == 0)
+        #expect(try KeychainEngine(storage: other).copyMatching(genp("grouped", "acct", [Key.returnData: .bool(true)]))?.data == Data("g".utf8))
+        // A new item is sealed under the newest generation.
+        try KeychainEngine(storage: other).add(genp("fresh", "acct", [Key.valueData: .data(Data("f".utf8))]))
+        #expect(try generations(cluster, configuration.name) == [2: 21, 1: 1])
+    }
 }
 #endif
