@@ -48,6 +48,8 @@ public struct PolkitConfiguration: Sendable, Hashable {
     /// How long the person has to answer the dialog, in seconds, before the request is withdrawn
     /// (`AuthenticationOutcome.systemCancel`). Default 300.
     public var answerTimeout: TimeInterval
+    /// A configuration; every argument has the default a desktop app uses (the system bus, Keystone's action, only in
+    /// a desktop session, details when polkit accepts them, 10 s per call, 300 s for the person).
     public init(busAddress: String? = nil, actionID: String = PolkitConfiguration.defaultActionID,
                 activation: Activation = .desktopSession, details: Details = .automatic, callTimeout: TimeInterval = 10,
                 answerTimeout: TimeInterval = 300) {
@@ -86,6 +88,8 @@ public struct PolkitResult: Sendable, Equatable, CustomStringConvertible {
     /// polkit refused the request because it carried details from an untrusted caller.
     let refusedDetails: Bool
 
+    /// A result (for composed authenticators and their tests; results normally come from
+    /// ``PolkitAuthentication/authenticate(_:reason:cancellation:)``).
     public init(outcome: AuthenticationOutcome, sentDetails: Bool, detail: String? = nil) {
         self.init(outcome: outcome, sentDetails: sentDetails, detail: detail, refusedDetails: false)
     }
@@ -97,6 +101,7 @@ public struct PolkitResult: Sendable, Equatable, CustomStringConvertible {
         self.refusedDetails = refusedDetails
     }
 
+    /// A one-line summary: the outcome and what polkit said. Never a secret (the password never reaches this process).
     public var description: String {
         "polkit \(outcome.rawValue)" + (detail.map { ": \($0)" } ?? "")
     }
@@ -142,6 +147,9 @@ public enum PolkitAuthentication {
 
     /// Asks polkit to authenticate the person for Keystone's action, showing `reason` and the program's name when
     /// polkit accepts details.
+    ///
+    /// Blocking: one connection of its own to the bus, then up to two `CheckAuthorization` calls (see
+    /// ``PolkitConfiguration/Details/automatic``). Cancelling `cancellation` from any thread withdraws the dialog.
     public static func authenticate(_ configuration: PolkitConfiguration, reason: String?,
                                     cancellation: AuthenticationCancellation) -> PolkitResult {
         if cancellation.isCancelled { return PolkitResult(outcome: .appCancel, sentDetails: false, detail: "cancelled before polkit was asked") }

@@ -43,8 +43,9 @@ public struct SystemAuthenticationConfiguration: Sendable {
 /// |---|---|
 /// | `.biometryAny`, `.biometryCurrentSet` | a fingerprint; no reader → `notAvailable`, no enrolled finger → `notEnrolled`, locked out → `lockout` |
 /// | `.devicePasscode` | the login password (PAM) |
-/// | `.userPresence` | a fingerprint when one can be verified, else — or after ``SystemAuthenticationConfiguration/fingerprintAttempts`` misses — the password |
-/// | several, with `.or` | the first of them that can be attempted, biometry first |
+/// | `.userPresence` | a fingerprint and the password **at once** when a finger can be verified (the first to succeed wins, the other is cancelled cleanly), else the password |
+/// | several, with `.or` | the first of them that can be attempted, biometry first; finger or password at once |
+/// | no terminal (the prompter is not interactive), a desktop session | the password through polkit's agent (``PolkitAuthentication``); biometry-only: `notInteractive` |
 /// | several, with `.and` or no conjunction | each of them in turn |
 /// | `.watch` (companion), `.applicationPassword` | `notAvailable`: Linux has no companion device, and application passwords are not supported |
 ///
@@ -53,9 +54,11 @@ public struct SystemAuthenticationConfiguration: Sendable {
 ///   `AuthenticationFactor.biometry`, the password `AuthenticationFactor.passcode`. An authentication context
 ///   then covers only what that factor satisfies: the password typed at a `.userPresence` prompt (after the
 ///   fingerprint missed, or without a reader) never opens a `.biometryAny` item, a finger never a `.devicePasscode` one.
-/// - Every authentication needs an interactive prompter (a terminal, or the app's own): without one it ends at once
-///   with `notInteractive` (`errSecInteractionNotAllowed`), also for a fingerprint, since nobody would be told to
-///   touch the reader.
+/// - Every authentication needs an interactive prompter (a terminal, or the app's own) or, for the password, polkit's
+///   agent in a desktop session (``SystemAuthenticationConfiguration/polkit``): without one it ends at once with
+///   `notInteractive` (`errSecInteractionNotAllowed`), also for a fingerprint, since nobody would be told to touch the
+///   reader.
+/// - Every prompt starts with ``RequestingProgram/headline(reason:)``: the program's name and the reason.
 /// - Lockout: after ``SystemAuthenticationConfiguration/lockoutThreshold`` consecutive misses, biometry is locked
 ///   out (`lockout`, `LAError.biometryLockout`) until the password is entered successfully, as on Apple devices. The
 ///   count lives in this authenticator (this process): it is a usability rule, not a security boundary — fprintd and
