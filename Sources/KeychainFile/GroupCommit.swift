@@ -126,9 +126,15 @@ final class LogFlusher: @unchecked Sendable {
 }
 
 extension KeychainFile {
-    /// Whether writes share flushes (group commit, `GroupCommit.swift`); default true. Off, every commit flushes the
-    /// log inside SQLite (`synchronous=FULL`) with the mutex held, as before group commit: for measurements.
-    package var groupCommitEnabled: Bool {
+    /// Whether concurrent writes share flushes of the file's log (group commit); default true.
+    ///
+    /// On, a write commits its own transaction and then waits, with no lock held, for a flush of the log that covers
+    /// it: writers on other threads share that flush. Off, SQLite flushes every commit itself while this instance's
+    /// lock is held (`synchronous=FULL`), one writer after another. Either way a write returns only once it is on disk.
+    /// - Important: With group commit on, another connection can read a write between its commit and the end of its
+    ///   flush (about one flush); a power loss in that window takes back a write someone read, which its writer was
+    ///   never told had succeeded.
+    public var groupCommitEnabled: Bool {
         get { withMutex { groupCommit } }
         set {
             withMutex {
@@ -141,8 +147,9 @@ extension KeychainFile {
         }
     }
 
-    /// Flushes this connection's log has had through group commit (0 while it commits with `synchronous=FULL`).
-    package var logFlushCount: Int { withMutex { db.logFlusher?.flushCount ?? 0 } }
+    /// How many flushes of the log this instance's group commit has made (0 while SQLite flushes every commit itself):
+    /// with concurrent writers, fewer than the writes.
+    public var logFlushCount: Int { withMutex { db.logFlusher?.flushCount ?? 0 } }
 
     /// Commits written to this connection's log through group commit (0 while it commits with `synchronous=FULL`).
     package var logCommitsWritten: UInt64 { withMutex { db.logFlusher?.commitCount ?? 0 } }

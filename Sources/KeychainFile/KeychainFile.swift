@@ -104,20 +104,21 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     var inTransaction = false
     /// Whether writes share log flushes (``groupCommitEnabled``, `GroupCommit.swift`).
     var groupCommit = true
-    /// Whether the current read transaction has started in SQLite.
-    var began = false
-    /// Decrypted rows by (class, row id), each with the raw columns it was decrypted from: used only when every
-    /// column still has the same bytes, so an edited row is decrypted and checked again.
-    var rowCache: [RowKey: CachedRow] = [:]
+    /// The transaction this instance's connection runs now (a write, or a read under the mutex); mutex held.
+    var currentSource: RowSource?
+    /// Connections for reads that run with no lock of the instance held (`ReaderPool.swift`).
+    let readers = ReaderPool()
+    /// Whether reads use ``readers`` (default true; false: every read runs under the mutex, for measurements).
+    var pooledReads = true
+    /// Decrypted rows by (class, row id), each with the raw columns it was decrypted from (used only when every
+    /// column still has the same bytes, so an edited row is decrypted and checked again), digests of attribute values
+    /// under the current index key (see `digest` in RowDigests.swift), and the count of rows decrypted: behind a lock
+    /// of their own, for reads on pooled connections (`ReaderPool.swift`).
+    let caches = RowCaches()
     var cachingEnabled = true
-    /// How many rows this connection has decrypted (cache hits not counted); mutex held. Read it with
-    /// ``decryptionCount``.
-    var decryptions = 0
-    /// Digests of attribute values under the current index key (see `digest` in Rows.swift).
-    var digestCache: [DigestKey: Data] = [:]
     /// The keys, as they change: every cache derived from them is emptied.
     var keys: KeySet? {
-        didSet { digestCache.removeAll(); rowCache.removeAll() }
+        didSet { caches.clear() }
     }
     /// The time, for the auto-lock timeout (tests move it instead of sleeping).
     var clock: @Sendable () -> Date = { Date() }
@@ -139,7 +140,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
 
     /// How many rows this file has decrypted so far (a row served from the row cache is not counted): the storage
     /// contract's laziness clause checks that a limit-one search decrypts only the first match.
-    package var decryptionCount: Int { withMutex { decryptions } }
+    package var decryptionCount: Int { caches.decryptions }
 
     /// Whether decrypted rows are kept in memory between reads (default true).
     ///
@@ -149,7 +150,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     ///   per read.
     public var cachesDecryptedItems: Bool {
         get { withMutex { cachingEnabled } }
-        set { withMutex { cachingEnabled = newValue; if !newValue { rowCache.removeAll() } } }
+        set { withMutex { cachingEnabled = newValue; if !newValue { caches.clearRows() } } }
     }
 
     struct DigestKey: Hashable {
@@ -263,7 +264,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// `shared`).
     /// - Throws: `errSecQuotaExceeded` when they could not be shared (they are installed here all the same).
     func install(_ keys: KeySet, at date: Date, share shared: Bool = true) throws {
-        rowCache.removeAll()
+        caches.clearRows()
         self.keys = keys
         self.unlockedAt = date
         sharesKeys = shared
@@ -300,7 +301,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
             keys = cached
             unlockedAt = date
             sharesKeys = true
-            rowCache.removeAll()
+            caches.clearRows()
             return
         }
     }
@@ -323,7 +324,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
                     // Another instance locked the keychain.
                     keys = nil
                     unlockedAt = nil
-                    rowCache.removeAll()
+                    caches.clearRows()
                     epoch = fresh.epoch
                 }
             }
@@ -360,7 +361,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         keys = nil
         unlockedAt = nil
         dataVersion = -1
-        rowCache.removeAll()
+        caches.clearRows()
         loadSharedKeys()
     }
 
@@ -374,7 +375,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         if let timeout = header.settings.lockAfterTimeout, let since = unlockedAt, let current = keys,
            current.lockState == .unlocked, clock().timeIntervalSince(since) >= timeout {
             keys = current.afterFirstUnlock
-            rowCache.removeAll()
+            caches.clearRows()
         }
     }
 

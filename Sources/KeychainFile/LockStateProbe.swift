@@ -147,7 +147,7 @@ extension KeychainFile {
         if let seen = observed.epoch, seen > epoch {
             keys = nil
             unlockedAt = nil
-            rowCache.removeAll()
+            caches.clearRows()
             epoch = seen
             dataVersion = -1  // the next operation reads the whole header again
         }

@@ -16,16 +16,19 @@ extension KeychainFile {
     static func matchesBlobsByBytes(version: Int64) -> Bool { version >= 3 }
 
     /// The digest of one primary-key attribute's value: what a `d_` column holds and a search binds.
-    func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>, version: Int64) -> Data {
+    ///
+    /// `generation` is the ``RowCaches/generation`` of the keys `index` comes from (nil: the keys held now, mutex held).
+    func digest(_ cls: ItemClass, _ attribute: String, _ value: AttributeValue, _ index: HMAC<SHA256>, version: Int64,
+                generation: UInt64? = nil) -> Data {
         guard Self.matchesBlobsByBytes(version: version) else { return makeDigest(cls, attribute, value, index, byBytes: false) }
         // The same values are digested again and again (a service, an access group, sync = false): keep them.
         // Emptied whenever the keys change; bounded. (Keys use the engine's equality, which is the one the
         // digests of format 3 follow: a String and Data with the same bytes are one key and one digest.)
         let key = DigestKey(itemClass: cls, attribute: attribute, value: value)
-        if let known = digestCache[key] { return known }
+        let generation = generation ?? caches.generation
+        if let known = caches.digest(key, generation: generation) { return known }
         let made = makeDigest(cls, attribute, value, index, byBytes: true)
-        if digestCache.count >= 4_096 { digestCache.removeAll(keepingCapacity: true) }
-        digestCache[key] = made
+        caches.storeDigest(key, made, generation: generation)
         return made
     }
 
@@ -43,12 +46,13 @@ extension KeychainFile {
     }
 
     /// The `pk` digest and the `d_` digests in schema primary-key order, as a file of format `version` has them.
-    func digests(of cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Digests {
+    func digests(of cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64,
+                 generation: UInt64? = nil) -> Digests {
         let schema = ClassSchema.of(cls)
         return Digests(
             pk: compositeDigest(cls, attributes, index, version: version),
             columns: schema.primaryKey.map { key in
-                digest(cls, key, schema.primaryKeyValue(key, of: attributes), index, version: version)
+                digest(cls, key, schema.primaryKeyValue(key, of: attributes), index, version: version, generation: generation)
             })
     }
 

@@ -31,24 +31,68 @@ extension KeychainFile {
 
     /// Runs `body` in a read transaction (a snapshot of the file).
     ///
+    /// Reads run in parallel: the instance's mutex is held only to bring it up to date with the file and take the
+    /// keys; the rows are read and decrypted on a pooled connection of the reading thread's own (`ReaderPool.swift`),
+    /// with no lock of the instance held, so readers neither wait for each other nor for a writer's flush (a WAL
+    /// reader reads the last commit). Inside a write of the same thread, the read uses that write's transaction.
+    ///
     /// The snapshot is taken before `body` runs: when another connection holds a lock that keeps readers out, the
     /// read waits with no lock of this instance held (``busyTimeout``), and `body` never runs twice.
     /// - Throws: `EngineError` with `errSecNotAvailable` when the file stayed busy; what `body` throws.
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
-        try withMutexWaitingOutside {
+        let snapshot = try withMutexWaitingOutside { () throws -> ReadSnapshot? in
             try refresh()
-            do { try beginRead() } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
+            guard !inTransaction, pooledReads else { return nil }
+            return ReadSnapshot(keys: keys, version: header.version, generation: caches.generation, caching: cachingEnabled,
+                                device: device, inode: inode, busyTimeout: busyTimeoutSetting)
+        }
+        if let snapshot, let connection = readers.take(path: path, device: snapshot.device, inode: snapshot.inode) {
+            defer { readers.give(connection, device: snapshot.device, inode: snapshot.inode) }
+            return try readPooled(connection, snapshot, body)
+        }
+        return try withMutexWaitingOutside {
+            let nested = inTransaction
+            if !nested { try refresh() }
+            let source = nested ? currentSource! : RowSource(db: db, keys: keys, version: header.version,
+                                                              generation: caches.generation, caching: cachingEnabled)
+            if !nested {
+                do { try beginRead(source) } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
+            }
             inTransaction = true
-            defer { inTransaction = false; began = false }
+            let previous = currentSource
+            currentSource = source
+            defer { if !nested { inTransaction = false }; currentSource = previous }
             do {
-                let result = try body(Transaction(file: self, writing: false))
-                if began { try db.statement("COMMIT").run() }
+                let result = try body(Transaction(file: self, source: source, writing: false))
+                if !nested, source.began { try db.statement("COMMIT").run() }
                 return result
             } catch {
-                if began { try? db.statement("ROLLBACK").run() }
+                if !nested, source.began { try? db.statement("ROLLBACK").run() }
                 if let sqlite = error as? SQLiteError { throw sqlite.engineError }
                 throw error
             }
+        }
+    }
+
+    /// A read on a pooled connection, with no lock of the instance held.
+    private func readPooled<T>(_ db: SQLiteConnection, _ snapshot: ReadSnapshot, _ body: (any StorageReader) throws -> T) throws -> T {
+        // SQLite's busy handler waits in this thread: no lock of the instance is held.
+        db.setBusyTimeout(snapshot.busyTimeout)
+        let source = RowSource(db: db, keys: snapshot.keys, version: snapshot.version, generation: snapshot.generation, caching: snapshot.caching)
+        do { try beginRead(source) } catch let error as SQLiteError {
+            if error.isBusy {
+                throw EngineError(Status.notAvailable, "the keychain file \(path) stayed busy: another connection holds its lock")
+            }
+            throw error.engineError
+        }
+        do {
+            let result = try body(Transaction(file: self, source: source, writing: false))
+            try db.statement("COMMIT").run()
+            return result
+        } catch {
+            try? db.statement("ROLLBACK").run()
+            if let sqlite = error as? SQLiteError { throw sqlite.engineError }
+            throw error
         }
     }
 
@@ -65,17 +109,19 @@ extension KeychainFile {
             try refresh()
             do { try beginImmediate() } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
             ensureLogCapacity()
+            let source = RowSource(db: db, keys: keys, version: header.version, generation: caches.generation, caching: cachingEnabled)
+            source.began = true
             inTransaction = true
-            began = true
-            defer { inTransaction = false; began = false }
+            currentSource = source
+            defer { inTransaction = false; currentSource = nil }
             do {
-                let result = try body(Transaction(file: self, writing: true))
+                let result = try body(Transaction(file: self, source: source, writing: true))
                 try db.statement("COMMIT").run()
                 return (result, committed().map { ($0.0, $0.1) })
             } catch {
                 try? db.statement("ROLLBACK").run()
                 // Rows decrypted in the rolled-back transaction may describe writes that never happened.
-                rowCache.removeAll()
+                caches.clearRows()
                 if let sqlite = error as? SQLiteError { throw sqlite.engineError }
                 throw error
             }
@@ -116,22 +162,22 @@ extension KeychainFile {
 
     /// Starts the read transaction and takes its snapshot (the first read does), so that a busy file is met before
     /// the caller's body runs. `SQLITE_BUSY` is thrown as it is (nothing was read).
-    private func beginRead() throws {
-        try db.statement("BEGIN").run()
+    private func beginRead(_ source: RowSource) throws {
+        try source.db.statement("BEGIN").run()
         do {
-            try db.statement("SELECT 1 FROM keystone_header LIMIT 1").run()
+            try source.db.statement("SELECT 1 FROM keystone_header LIMIT 1").run()
         } catch {
-            try? db.statement("ROLLBACK").run()
+            try? source.db.statement("ROLLBACK").run()
             throw error
         }
-        began = true
+        source.began = true
     }
 
     /// Starts the SQLite read transaction on first use.
-    private func ensureBegun() throws {
-        if !began {
-            try db.statement("BEGIN").run()
-            began = true
+    private func ensureBegun(_ source: RowSource) throws {
+        if !source.began {
+            try source.db.statement("BEGIN").run()
+            source.began = true
         }
     }
 
@@ -154,45 +200,45 @@ extension KeychainFile {
 
     /// Decrypts and checks the row the statement stands on.
     /// Whole-class scans do not use the cache: they would fill it with rows read once.
-    private func row(_ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet, cacheable: Bool) -> Candidate {
+    private func row(_ source: RowSource, _ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet, cacheable: Bool) -> Candidate {
         let schema = ClassSchema.of(cls)
         let rowID = statement.int64(0)
         let columns = RowColumns(
             pk: statement.data(1) ?? Data(), pclass: statement.text(2) ?? "", wrapped: statement.data(3) ?? Data(),
             payload: statement.data(4) ?? Data(), digests: (0..<schema.primaryKey.count).map { statement.data(Int32(5 + $0)) ?? Data() })
         let key = RowKey(itemClass: cls, rowID: rowID)
-        let caching = cachingEnabled && cacheable
-        if caching, let hit = rowCache[key], hit.columns == columns { return hit.candidate }
-        let candidate = decrypt(cls, rowID: rowID, columns, keys: keys)
+        let caching = source.caching && cacheable
+        if caching, let hit = caches.row(key, columns: columns) { return hit }
+        let candidate = decrypt(cls, rowID: rowID, columns, keys: keys, version: source.version, generation: source.generation)
         if caching, case .item = candidate {
-            if rowCache.count >= 16_384 { rowCache.removeAll() }
-            rowCache[key] = CachedRow(columns: columns, candidate: candidate)
+            caches.store(key, CachedRow(columns: columns, candidate: candidate), generation: source.generation)
         }
         return candidate
     }
 
-    private func decrypt(_ cls: ItemClass, rowID: Int64, _ row: RowColumns, keys: KeySet) -> Candidate {
-        decryptions += 1
+    private func decrypt(_ cls: ItemClass, rowID: Int64, _ row: RowColumns, keys: KeySet, version: Int64, generation: UInt64) -> Candidate {
+        caches.countDecryption()
         guard let protection = ProtectionClass(rawValue: row.pclass) else { return Self.damaged(cls, rowID, "protection class") }
-        let aad = self.aad(cls, row.pclass, row.pk, digests: row.digests, rowID: rowID, version: header.version)
+        let aad = self.aad(cls, row.pclass, row.pk, digests: row.digests, rowID: rowID, version: version)
         let item: StoredItem
         switch SealedItem(protection: protection, wrappedKey: row.wrapped, payload: row.payload).open(itemClass: cls, rowID: rowID, keys: keys, aad: aad) {
         case .locked: return unavailable(cls, rowID)
         case .damaged(let reason): return Self.damaged(cls, rowID, reason)
         case .item(let opened): item = opened
         }
-        if header.version < 2 {
+        if version < 2 {
             // Format 1 did not seal the digest columns: check them against the decrypted attributes.
-            let expected = digests(of: cls, item.attributes, keys.indexMAC, version: header.version)
+            let expected = digests(of: cls, item.attributes, keys.indexMAC, version: version, generation: generation)
             guard expected.pk == row.pk, expected.columns == row.digests else { return Self.damaged(cls, rowID, "index columns") }
         }
         return .item(item)
     }
 
-    fileprivate func forEachCandidate(_ cls: ItemClass, _ constraints: [String: AttributeValue],
+    fileprivate func forEachCandidate(_ source: RowSource, _ cls: ItemClass, _ constraints: [String: AttributeValue],
                                       _ body: (Candidate) throws -> Bool) throws {
-        try ensureBegun()
-        guard let keys else {
+        try ensureBegun(source)
+        let db = source.db
+        guard let keys = source.keys else {
             // Locked: without the index key no constraint can be checked; every row may match.
             let statement = try db.freshStatement("SELECT rowid FROM \(cls.rawValue) ORDER BY rowid")
             defer { statement.reset() }
@@ -208,30 +254,30 @@ extension KeychainFile {
         let cacheable = constraints.keys.contains { $0 != Key.synchronizable && $0 != Key.accessGroup }
         if constraints.count == schema.primaryKey.count {
             statement = try db.freshStatement("\(select) WHERE pk = ?1")
-            statement.bind(1, primaryKeyDigest(cls, constraints, keys.indexMAC, version: header.version))
+            statement.bind(1, primaryKeyDigest(cls, constraints, keys.indexMAC, version: source.version))
         } else {
             let ordered = constraints.keys.sorted()
             let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
             let sql = conditions.isEmpty ? "\(select) ORDER BY rowid" : "\(select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY rowid"
             statement = try db.freshStatement(sql)
             for (offset, key) in ordered.enumerated() {
-                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC, version: header.version))
+                statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC, version: source.version, generation: source.generation))
             }
         }
         defer { statement.reset() }
         while try statement.step() {
-            guard try body(row(cls, statement, keys: keys, cacheable: cacheable)) else { return }
+            guard try body(row(source, cls, statement, keys: keys, cacheable: cacheable)) else { return }
         }
     }
 
-    fileprivate func candidate(_ cls: ItemClass, _ rowID: Int64) throws -> Candidate? {
-        try ensureBegun()
-        let statement = try db.freshStatement("\(selectColumns(cls)) WHERE rowid = ?1")
+    fileprivate func candidate(_ source: RowSource, _ cls: ItemClass, _ rowID: Int64) throws -> Candidate? {
+        try ensureBegun(source)
+        let statement = try source.db.freshStatement("\(selectColumns(cls)) WHERE rowid = ?1")
         statement.bind(1, rowID)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
-        guard let keys else { return unavailable(cls, rowID) }
-        return row(cls, statement, keys: keys, cacheable: true)
+        guard let keys = source.keys else { return unavailable(cls, rowID) }
+        return row(source, cls, statement, keys: keys, cacheable: true)
     }
 
     // MARK: - Writing rows
@@ -278,14 +324,14 @@ extension KeychainFile {
         // (the item encoded and decoded again, exactly what the sealed payload holds): the read that follows an
         // update does not decrypt again. The whole cache is dropped when the transaction rolls back.
         let key = RowKey(itemClass: item.itemClass, rowID: item.rowID)
-        if cachingEnabled, rowCache[key] != nil {
+        if cachingEnabled, caches.hasRow(key) {
             var stored = item
             stored.rowID = 0
             if let decoded = try? RowCodec.decode(RowCodec.encode(stored), itemClass: item.itemClass, rowID: item.rowID),
                ProtectionClass(decoded.accessibility).rawValue == columns.pclass {
-                rowCache[key] = CachedRow(columns: columns, candidate: .item(decoded))
+                caches.store(key, CachedRow(columns: columns, candidate: .item(decoded)), generation: caches.generation)
             } else {
-                rowCache[key] = nil
+                caches.removeRow(key)
             }
         }
     }
@@ -315,7 +361,7 @@ extension KeychainFile {
     fileprivate func delete(_ cls: ItemClass, _ rowID: Int64) throws {
         let statement = try db.statement("DELETE FROM \(cls.rawValue) WHERE rowid = ?1")
         try statement.bind(1, rowID).run()
-        rowCache[RowKey(itemClass: cls, rowID: rowID)] = nil
+        caches.removeRow(RowKey(itemClass: cls, rowID: rowID))
     }
 
     // MARK: - Format upgrade
@@ -364,7 +410,7 @@ extension KeychainFile {
                 try db.exec("COMMIT")
                 header = fresh
                 dataVersion = -1
-                rowCache.removeAll()
+                caches.clearRows()
                 try makeCommitDurable()
                 KeyringCache.removeLegacyEntries(path: path)
                 KeystoneLog.logger.notice("keychain upgraded to format \(FileFormat.version)", metadata: ["path": "\(path)", "rows": "\(items.count)", "left": "\(left)"])
@@ -396,11 +442,13 @@ extension KeychainFile {
     /// - Throws: `errSecInteractionNotAllowed` when the keychain is locked; storage errors.
     public func verify() throws -> Verification {
         try engineErrors {
-            try read { _ in
-                guard keys != nil else { throw EngineError.interactionNotAllowed("the keychain is locked") }
+            try read { reader in
+                guard let transaction = reader as? Transaction, transaction.source.keys != nil else {
+                    throw EngineError.interactionNotAllowed("the keychain is locked")
+                }
                 var report = Verification(readable: 0, locked: 0, damaged: [])
                 for cls in ItemClass.allCases {
-                    try forEachCandidate(cls, [:]) { candidate in
+                    try transaction.forEachCandidate(in: cls, matching: [:]) { candidate in
                         switch candidate {
                         case .item: report.readable += 1
                         case .unreadable(let c, let id, let error):
@@ -416,18 +464,19 @@ extension KeychainFile {
 
     final class Transaction: StorageWriter {
         let file: KeychainFile
+        let source: RowSource
         let writing: Bool
-        init(file: KeychainFile, writing: Bool) { self.file = file; self.writing = writing }
+        init(file: KeychainFile, source: RowSource, writing: Bool) { self.file = file; self.source = source; self.writing = writing }
         func candidates(in itemClass: ItemClass, matching constraints: [String: AttributeValue]) throws -> [Candidate] {
             var all: [Candidate] = []
-            try file.forEachCandidate(itemClass, constraints) { all.append($0); return true }
+            try file.forEachCandidate(source, itemClass, constraints) { all.append($0); return true }
             return all
         }
         func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
                               _ body: (Candidate) throws -> Bool) throws {
-            try file.forEachCandidate(itemClass, constraints, body)
+            try file.forEachCandidate(source, itemClass, constraints, body)
         }
-        func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? { try file.candidate(itemClass, rowID) }
+        func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? { try file.candidate(source, itemClass, rowID) }
         func insert(_ item: StoredItem) throws -> Int64 { try file.insert(item) }
         func replace(_ item: StoredItem) throws { try file.replace(item) }
         func delete(in itemClass: ItemClass, rowID: Int64) throws { try file.delete(itemClass, rowID) }

@@ -161,7 +161,7 @@ extension KeychainFile {
             keys = nil
             unlockedAt = nil
             sharing = nil
-            rowCache.removeAll()
+            caches.clearRows()
             keyring?.remove()
         }
         do {
@@ -180,7 +180,7 @@ extension KeychainFile {
         withMutex {
             guard let current = keys else { return }
             keys = current.afterFirstUnlock
-            rowCache.removeAll()
+            caches.clearRows()
             keyring?.removeFull()
         }
     }

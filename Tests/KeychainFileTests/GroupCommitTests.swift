@@ -4,7 +4,7 @@ import KeychainEngine
 import Testing
 
 /// A gate a test opens once; waiting threads pass after.
-private final class Gate: @unchecked Sendable {
+final class Gate: @unchecked Sendable {
     private let condition = NSCondition()
     private var open = false
     func wait() {
@@ -29,7 +29,7 @@ private final class Gate: @unchecked Sendable {
 }
 
 /// A thread-safe list.
-private final class Collected<T>: @unchecked Sendable {
+final class Collected<T>: @unchecked Sendable {
     private let lock = NSLock()
     private var items: [T] = []
     func append(_ item: T) { lock.lock(); items.append(item); lock.unlock() }
@@ -175,5 +175,85 @@ struct GroupCommitCrashTests {
             reported += done.count
         }
         #expect(reported > 0, "the children reported no completed write")
+    }
+}
+
+@Suite("Keychain file: readers in parallel", .serialized)
+struct ParallelReaderTests {
+    @Test("a read runs while another thread's read is inside its transaction, and while a writer's flush is held")
+    func readersDoNotWaitForEachOther() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        try engine.add(genp("par", "a", [Key.valueData: .data(Data("1".utf8))]))
+        try engine.add(genp("par", "b", [Key.valueData: .data(Data("2".utf8))]))
+
+        // Reader 1 stays inside its read transaction until the gate opens.
+        let inside = Gate(), leave = Gate()
+        let first = DispatchGroup()
+        first.enter()
+        Thread.detachNewThread {
+            _ = try? file.read { _ in inside.release(); leave.wait() }
+            first.leave()
+        }
+        #expect(inside.wait(seconds: 60))
+        // Reader 2, on another thread, reads and decrypts meanwhile.
+        let second = DispatchGroup()
+        let secret = Collected<String?>()
+        second.enter()
+        Thread.detachNewThread {
+            secret.append(try? engine.secret("par", "b"))
+            second.leave()
+        }
+        let finished = second.wait(timeout: .now() + 30) == .success
+        leave.release()
+        #expect(finished, "a read waited for another thread's read")
+        #expect(first.wait(timeout: .now() + 30) == .success)
+        #expect(secret.all == ["2"])
+
+        // A writer held inside its flush: a read of the item it wrote, on another thread, does not wait for it.
+        let flushing = Gate(), proceed = Gate()
+        file.withMutex { file.testHooks.beforeLogFlush = { flushing.release(); proceed.wait() } }
+        let writer = DispatchGroup()
+        writer.enter()
+        Thread.detachNewThread {
+            _ = try? engine.update(genp("par", "a"), with: [Key.valueData: .data(Data("3".utf8))])
+            writer.leave()
+        }
+        #expect(flushing.wait(seconds: 60))
+        let reader = DispatchGroup()
+        let seen = Collected<String?>()
+        reader.enter()
+        Thread.detachNewThread {
+            seen.append(try? engine.secret("par", "b"))
+            reader.leave()
+        }
+        let read = reader.wait(timeout: .now() + 30) == .success
+        proceed.release()
+        #expect(read, "a read waited for a writer's flush")
+        #expect(writer.wait(timeout: .now() + 30) == .success)
+        #expect(seen.all == ["2"])
+        #expect(try engine.secret("par", "a") == "3")
+    }
+
+    @Test("8 threads reading and decrypting at once all get their own items, across a lock and unlock")
+    func manyReaders() throws {
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        file.cachesDecryptedItems = false
+        let engine = KeychainEngine(storage: file)
+        for i in 0..<64 { try engine.add(genp("many", "a\(i)", [Key.valueData: .data(Data("v\(i)".utf8))])) }
+        let wrong = Collected<String>()
+        DispatchQueue.concurrentPerform(iterations: 8) { t in
+            for n in 0..<200 {
+                let i = (n * 7 + t) % 64
+                if (try? engine.secret("many", "a\(i)")) != "v\(i)" { wrong.append("a\(i)") }
+            }
+        }
+        #expect(wrong.all.isEmpty)
+        file.lock()
+        #expect(fileStatus { _ = try engine.secret("many", "a1") } == Status.interactionNotAllowed)
+        try file.unlock(password: "pw")
+        #expect(try engine.secret("many", "a1") == "v1")
     }
 }
