@@ -27,9 +27,11 @@ public struct EtcdAuditEntry: Sendable, Hashable {
     /// The writing machine: the first 8 bytes, in hex, of SHA-256("keystone-etcd-machine\0" + its /etc/machine-id),
     /// the digest its enrollment key in the cluster ends with.
     public var machine: String
-    /// The writing process's uid and login name.
+    /// The writing process's uid.
     public var uid: UInt32
+    /// The writing process's login name ("" when its account has none).
     public var user: String
+    /// The items the transaction touched (none for an entry that records no item).
     public var events: [Event]
     /// etcd's revision of the entry (the cluster's order; 0 when unknown).
     public var revision: Int64
@@ -37,6 +39,7 @@ public struct EtcdAuditEntry: Sendable, Hashable {
 
 /// What ``EtcdKeychain/auditLog(verify:)`` found wrong with the log: each names the entries concerned.
 public struct EtcdAuditProblem: Sendable, Hashable, CustomStringConvertible {
+    /// What kind of tampering was found.
     public enum Kind: String, Sendable, Hashable {
         /// Entries missing inside the log (``first``...``last``).
         case removed
@@ -61,6 +64,7 @@ public struct EtcdAuditProblem: Sendable, Hashable, CustomStringConvertible {
         case unexpectedKey
     }
 
+    /// What was found.
     public var kind: Kind
     /// The first counter concerned (0: none).
     public var first: UInt64
@@ -69,6 +73,7 @@ public struct EtcdAuditProblem: Sendable, Hashable, CustomStringConvertible {
     /// What was found, in words.
     public var detail: String
 
+    /// ``detail``.
     public var description: String { detail }
 }
 
@@ -322,6 +327,7 @@ extension EtcdKeychain {
     /// comparing every key it touches, so an interrupted trim leaves a log that verifies, and the first entry kept
     /// must follow the checkpoint.
     ///
+    /// - Parameter keeping: how many of the newest entries stay (at least 1).
     /// - Returns: how many entries were removed.
     /// - Throws: `errSecParam` when `keeping` is below 1; `errSecInteractionNotAllowed` when the keychain is locked
     ///   here; `errSecVerifyFailed` (-67808) when the log does not verify (nothing is removed: a tampered log is

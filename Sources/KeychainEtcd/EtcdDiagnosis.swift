@@ -124,7 +124,9 @@ public struct EtcdDiagnosis: Sendable {
     ///
     /// Never throws: every failure is recorded in the result.
     ///
-    /// - Parameter quotaBytes: the cluster's `--quota-backend-bytes` when known (nil: etcd's default, 2 GiB).
+    /// - Parameters:
+    ///   - configuration: the cluster's endpoints and the keychain's name.
+    ///   - quotaBytes: the cluster's `--quota-backend-bytes` when known (nil: etcd's default, 2 GiB).
     public static func diagnose(_ configuration: EtcdConfiguration, quotaBytes: Int64? = nil) -> EtcdDiagnosis {
         var diagnosis = EtcdDiagnosis(configuration: configuration,
                                       keychain: Keychain(unlockCacheAvailable: UnlockCacheStatus.current.isShared))
