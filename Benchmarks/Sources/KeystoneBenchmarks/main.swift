@@ -24,6 +24,7 @@ if CommandLine.arguments.dropFirst().first == "tpm" {
     guard let options = TPMBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runTPMBenchmarks(options))
 }
+if CommandLine.arguments.dropFirst().first == "tpm-concurrent" { exit(TPMConcurrencyOptions.parse(CommandLine.arguments.dropFirst(2)).map(runTPMConcurrencyBenchmarks) ?? 2) }
 if CommandLine.arguments.dropFirst().first == "etcd" {
     guard let options = EtcdBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)) else { exit(2) }
     exit(runEtcdBenchmarks(options))
