@@ -407,6 +407,7 @@ public final class EtcdKeychain: KeychainStorage {
         for _ in 0..<Self.maximumAttempts {
             let (keys, id, headerRevision) = try snapshotKeys()
             let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: false)
+            defer { transaction.flushMarks() }
             do {
                 return try Self.etcd { try body(transaction) }
             } catch is EtcdTransaction.SnapshotCompacted {
@@ -428,6 +429,7 @@ public final class EtcdKeychain: KeychainStorage {
             let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: true, start: start,
                                               marks: marks)
             marks = transaction.marks
+            defer { transaction.flushMarks() }
             let result: T
             do {
                 result = try Self.etcd { try body(transaction) }

@@ -196,7 +196,9 @@ final class EtcdHighWater: Sendable {
     ///
     /// - Parameter counter: the row's HEAD counter (0 for a format-1 row: older than any format-2 row seen).
     /// - Throws: `errSecVerifyFailed` when the row is older than a row of that item this machine saw.
-    func check(_ cls: ItemClass, _ digest: Data, counter: UInt64, version: UInt64, against marks: Snapshot, keychain: String) throws {
+    /// - Parameter pending: where a newer row's mark goes, raised by the transaction's end in one append.
+    func check(_ cls: ItemClass, _ digest: Data, counter: UInt64, version: UInt64, against marks: Snapshot, keychain: String,
+               pending: inout [(Data, Mark)]?) throws {
         let key = Self.itemKey(cls, digest)
         if let seen = marks.marks[key], counter < seen.counter {
             KeystoneLog.logger.warning("etcd keychain rollback refused: an item is older than this machine has seen", metadata: [
@@ -204,7 +206,7 @@ final class EtcdHighWater: Sendable {
             ])
             throw EngineError(errSecVerifyFailedStatus, "rollback detected: item \(Self.prefix(digest))… of class \(cls.rawValue) holds version \(version) (keychain counter \(counter)) but this machine has seen version \(seen.version) (counter \(seen.counter)); the old value is not returned. Someone with write access to etcd put an older value back: restore the newest version (keystone item-history) or, if the cluster was restored from a backup on purpose, remove this machine's marks (\(url?.path ?? "in memory"))")
         }
-        if counter > 0, counter > marks.marks[key]?.counter ?? 0 { raise([(key, Mark(counter: counter, version: version))], head: counter) }
+        if counter > 0, counter > marks.marks[key]?.counter ?? 0 { pending?.append((key, Mark(counter: counter, version: version))) }
     }
 
     /// Checks a HEAD read from etcd against the highest counter seen, and raises it.

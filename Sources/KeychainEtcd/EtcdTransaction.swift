@@ -105,6 +105,8 @@ final class EtcdTransaction: StorageWriter {
     /// The items this transaction turns into tombstones, and when.
     private var tombstoned: [(ItemClass, Data)] = []
     private lazy var deletionTime = UInt64(max(0, keychain.clock().timeIntervalSince1970))
+    /// Marks of newer rows read, raised together when the transaction ends (``flushMarks()``).
+    private var seenMarks: [(Data, EtcdHighWater.Mark)] = []
     /// Keys whose value is a guess, not read.
     private var guessedKeys: Set<Data> = []
     /// The keychain's history policy when this transaction started.
@@ -280,7 +282,10 @@ final class EtcdTransaction: StorageWriter {
         let opened = open(cls, primaryKey: primaryKey, row: row)
         // Only rows read from etcd are checked (and raise the marks): not this transaction's own, uncommitted changes.
         if case .item = opened, changes[key] == nil {
-            try highWater.check(cls, primaryKey, counter: row.counter ?? 0, version: row.version ?? 0, against: marks, keychain: keychain.configuration.name)
+            var pending: [(Data, EtcdHighWater.Mark)]? = []
+            try highWater.check(cls, primaryKey, counter: row.counter ?? 0, version: row.version ?? 0, against: marks,
+                                keychain: keychain.configuration.name, pending: &pending)
+            if let pending, !pending.isEmpty { seenMarks += pending }
         }
         return opened
     }
@@ -812,12 +817,20 @@ final class EtcdTransaction: StorageWriter {
         return .conflict(values.count == watched.count ? Snapshot(revision: result.revision, values: values, tombstones: oldestTombstones) : nil)
     }
 
+    /// Raises this machine's marks to the newer rows this transaction read (one append for all of them).
+    func flushMarks() {
+        guard !seenMarks.isEmpty else { return }
+        highWater.raise(seenMarks, head: seenMarks.map(\.1.counter).max() ?? 0)
+        seenMarks = []
+    }
+
     /// After a commit: this machine's marks rise to what it wrote, and the next write guesses this HEAD.
     private func committed(counter: UInt64, head: (value: Data, modRevision: Int64)?) {
         keychain.headHint.withLock { $0 = head }
         let marks = written.map { (EtcdHighWater.itemKey($0.0, $0.1), EtcdHighWater.Mark(counter: counter, version: $0.2)) }
             + erased.map { (EtcdHighWater.itemKey($0.0, $0.1), EtcdHighWater.Mark(counter: counter, version: 0)) }
-        highWater.raise(marks, head: counter)
+        highWater.raise(seenMarks + marks, head: counter)
+        seenMarks = []
     }
 
     /// A commit was sent and its answer lost: reads back whether it was applied. Every put of an item carries a
