@@ -7,7 +7,7 @@ import KeychainEtcd
 import KeychainServices
 #endif
 
-// `keystone-benchmarks etcd [--operations N] [--rounds R] [--items M] [--match-all-operations K] [--profile]`
+// `keystone-benchmarks etcd [--operations N] [--rounds R] [--items M] [--match-all-operations K] [--rotation-items I] [--profile]`
 //
 // SecItem calls per second on an etcd keychain against the same client library's raw calls, on ONE private 3-member
 // etcd cluster (EtcdTestCluster: data directories under a temporary directory, etcd's defaults but short Raft timings)
@@ -17,11 +17,15 @@ import KeychainServices
 //   `KeychainServicesDefaults.useEtcd`, against `EtcdClient.put` of keys and values of the size Keystone stores
 //   (measured from a stored item) — goal ≥ 0.5×;
 // - SecItemCopyMatching of one item (service + account, kSecReturnData) on keychain `bench-reads`, which holds M
-//   items, against `EtcdClient.range` of one key — goal ≥ 0.7×. The same read naming kSecAttrAccessGroup too (the
+//   items, against `EtcdClient.range` of one key — goal ≥ 0.8×. The same read naming kSecAttrAccessGroup too (the
 //   whole primary key) is shown beside it;
-// - without a goal: SecItemUpdate of the secret (service + account, and with the access group), and a match-all
-//   SecItemCopyMatching (kSecMatchLimitAll, attributes and data) of the M items against a raw prefix range of M keys
-//   of the same size.
+// - SecItemUpdate of the secret with check-and-set (inside `EtcdKeychain.withCheckAndSet(expectedVersion:)`, the
+//   version known from an earlier read, not timed) against `EtcdClient.put` — goal ≥ 0.6×; without a goal the plain
+//   update (service + account, and with the access group);
+// - a match-all SecItemCopyMatching (kSecMatchLimitAll, attributes and data) of the M items against a raw prefix
+//   range of M keys of the same size — goal ≥ 0.6×; the result is counted as the NSArray SecItem returns;
+// - after the table, the rotation of the master key of a keychain of I items (`--rotation-items`, default 1,000; 0
+//   skips it): rows re-sealed per second.
 // Calls are sequential from one thread (latency-bound). Every round runs every measurement once, N calls each (K for
 // the match-alls), the order rotated by one each round; the table shows the median of R rounds and the ratios of the
 // medians. Defaults: 300 calls, 5 rounds, 200 items, 20 match-alls: about a minute on a 2-core machine.
@@ -40,15 +44,22 @@ struct EtcdBenchmarkOptions {
     var matchAllOperations = 20
     /// One batch per measurement with etcd's request counters instead of the rounds.
     var profile = false
+    /// Items of the keychain whose master key the rotation measurement rotates (0: no rotation measured).
+    var rotationItems = 1000
 
-    static let usage = "usage: keystone-benchmarks etcd [--operations N] [--rounds R] [--items M] [--match-all-operations K] [--profile]"
+    static let usage = "usage: keystone-benchmarks etcd [--operations N] [--rounds R] [--items M] [--match-all-operations K] [--rotation-items I] [--profile]"
 
     /// Parses the arguments after `etcd`; nil (after printing why and the usage) when they are wrong.
     static func parse(_ arguments: ArraySlice<String>) -> EtcdBenchmarkOptions? {
         var options = EtcdBenchmarkOptions()
         let parsed = parseBenchmarkOptions(arguments, command: "etcd", usage: usage, flags: ["--profile"],
-                                           valued: ["--operations", "--rounds", "--items", "--match-all-operations"]) { name, value in
+                                           valued: ["--operations", "--rounds", "--items", "--match-all-operations", "--rotation-items"]) { name, value in
             if name == "--profile" { options.profile = true; return nil }
+            if name == "--rotation-items" {
+                guard let number = Int(value ?? ""), number >= 0 else { return "--rotation-items takes a number" }
+                options.rotationItems = number
+                return nil
+            }
             guard let number = positiveNumber(value) else { return "\(name) takes a positive number" }
             switch name {
             case "--operations": options.operations = number
@@ -86,6 +97,7 @@ func runEtcdBenchmarks(_ options: EtcdBenchmarkOptions) -> Int32 {
         } else {
             try bench.run()
             bench.printTable()
+            if options.rotationItems > 0 { try bench.rotation() }
         }
     } catch {
         print("etcd benchmark failed: \(error)")
@@ -115,6 +127,7 @@ enum EtcdMeasurement: String, CaseIterable {
     case rawRange = "raw EtcdClient.range of one key"
     case update = "SecItemUpdate of the secret, service+account"
     case updateGroup = "  … naming kSecAttrAccessGroup too"
+    case updateCheckAndSet = "SecItemUpdate with check-and-set (version stated)"
     case matchAll = "SecItemCopyMatching kSecMatchLimitAll, attributes+data"
     case rawPrefix = "raw EtcdClient.range of a prefix"
 
@@ -128,6 +141,7 @@ enum EtcdMeasurement: String, CaseIterable {
         case .rawRange: "range"
         case .update: "update"
         case .updateGroup: "update+group"
+        case .updateCheckAndSet: "update+cas"
         case .matchAll: "match-all"
         case .rawPrefix: "prefix"
         }
@@ -141,6 +155,10 @@ final class EtcdBench {
     let readsConfiguration: KeychainEtcd.EtcdConfiguration
     let addsEngine: KeychainEngine
     let readsEngine: KeychainEngine
+    /// `bench-reads` as a typed handle: the versions a check-and-set states, and the rotation.
+    let readsKeychain: EtcdKeychain
+    /// The version each item of `bench-reads` is at, as this process last wrote or read it (check-and-set states it).
+    private var versions: [Int: UInt64] = [:]
     /// The raw baseline's own client (the same library, its own connections): KeychainEtcd's `EtcdClient` source,
     /// compiled again in EtcdBaselineClient because Keystone keeps it at package access.
     let raw: EtcdBaselineClient.EtcdClient
@@ -167,6 +185,8 @@ final class EtcdBench {
         }
         addsEngine = try KeychainServicesDefaults.useEtcd(addsConfiguration, password: password)
         readsEngine = try KeychainServicesDefaults.useEtcd(readsConfiguration, password: password)
+        readsKeychain = try EtcdKeychain.open(readsConfiguration)
+        if readsKeychain.lockState != .unlocked { try readsKeychain.unlock(password: password) }
         raw = try EtcdBaselineClient.EtcdClient(
             configuration: try EtcdBaselineClient.EtcdConfiguration(url: "etcd://\(endpoints)/bench-raw", environment: [:]))
         try prepare()
@@ -239,6 +259,16 @@ final class EtcdBench {
         let batch = batches
         let items = options.items
         var failure: String?
+        if measurement == .updateCheckAndSet {
+            // Not timed: the versions the updates state, as an app knows them from the read it made before.
+            for i in 0..<calls {
+                let item = (i &* 7919) % items
+                if versions[item] == nil {
+                    versions[item] = try readsKeychain.currentVersion(of: .genericPassword, matching: [
+                        Key.service: .string(Self.readService), Key.account: .string("item-\(item)")])
+                }
+            }
+        }
         let start = DispatchTime.now().uptimeNanoseconds
         switch measurement {
         case .secItemAdd:
@@ -275,6 +305,24 @@ final class EtcdBench {
                 changed[0] = UInt8(truncatingIfNeeded: batch &+ i)
                 let status = SecItemUpdate(query as CFDictionary, [kSecValueData as String: changed] as CFDictionary)
                 if status != errSecSuccess, failure == nil { failure = "SecItemUpdate: OSStatus \(status)" }
+                // The next check-and-set states a version read again.
+                versions[(i &* 7919) % items] = nil
+            }
+        case .updateCheckAndSet:
+            KeychainServicesDefaults.setEngine(readsEngine)
+            for i in 0..<calls {
+                let item = (i &* 7919) % items
+                let query = itemQuery(Self.readService, "item-\(item)")
+                var changed = secret
+                changed[0] = UInt8(truncatingIfNeeded: batch &+ i)
+                let status = (try? EtcdKeychain.withCheckAndSet(expectedVersion: versions[item] ?? 0) {
+                    SecItemUpdate(query as CFDictionary, [kSecValueData as String: changed] as CFDictionary)
+                }) ?? errSecInvalidItemRef
+                if status == errSecSuccess {
+                    versions[item]! += 1
+                } else if failure == nil {
+                    failure = "SecItemUpdate with check-and-set (version \(versions[item] ?? 0)): OSStatus \(status)"
+                }
             }
         case .matchAll:
             KeychainServicesDefaults.setEngine(readsEngine)
@@ -284,7 +332,10 @@ final class EtcdBench {
                                             kSecReturnData as String: true]
                 var result: CFTypeRef?
                 let status = SecItemCopyMatching(query as CFDictionary, &result)
-                let count = (result as? [Any])?.count ?? 0
+                // Counted as the NSArray SecItem returns: `as? [Any]` would bridge every result dictionary to Swift
+                // (eager on Linux, about 2 ms for 200 items, lazy on Apple's platforms), which is the app's cost, not
+                // the call's (the raw side counts its key-values without touching them either).
+                let count = (result as? NSArray)?.count ?? 0
                 if (status != errSecSuccess || count != items), failure == nil {
                     failure = "match-all: OSStatus \(status), \(count) of \(items) items"
                 }
@@ -333,8 +384,8 @@ final class EtcdBench {
     func printTable() {
         var rows: [[String]] = [["measurement", "calls/s (median)", "range of rounds", "ms per call", "× raw", "goal"]]
         let baselines: [EtcdMeasurement: (EtcdMeasurement, Double?)] = [
-            .secItemAdd: (.rawPut, 0.5), .pointRead: (.rawRange, 0.7), .pointReadGroup: (.rawRange, nil),
-            .update: (.rawPut, nil), .updateGroup: (.rawPut, nil), .matchAll: (.rawPrefix, nil),
+            .secItemAdd: (.rawPut, 0.5), .pointRead: (.rawRange, 0.8), .pointReadGroup: (.rawRange, nil),
+            .update: (.rawPut, nil), .updateGroup: (.rawPut, nil), .updateCheckAndSet: (.rawPut, 0.6), .matchAll: (.rawPrefix, 0.6),
         ]
         for measurement in EtcdMeasurement.allCases {
             guard let rate = median(measurement), let values = samples[measurement] else { continue }
@@ -356,6 +407,32 @@ final class EtcdBench {
             let line = zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
             print(line.replacingOccurrences(of: " +$", with: "", options: .regularExpression))
         }
+    }
+
+    // MARK: - Rotation
+
+    /// Rotates the master key of a keychain of `rotationItems` items (every row re-sealed under a new generation, in
+    /// batches of 64 rows per etcd transaction) and prints the rows re-sealed per second; no other writer runs.
+    func rotation() throws {
+        let configuration = try KeychainEtcd.EtcdConfiguration(
+            url: "etcd://\(cluster.clientEndpoints.joined(separator: ","))/bench-rotation", environment: [:])
+        let password = UUID().uuidString
+        let keychain = try EtcdKeychain.create(configuration, password: password)
+        defer { keychain.lock() }
+        let engine = KeychainEngine(storage: keychain)
+        for i in 0..<options.rotationItems {
+            _ = try engine.add([Key.class: .string("genp"), Key.service: .string("bench-rotation"),
+                                Key.account: .string("item-\(i)"), Key.valueData: .data(secret)])
+        }
+        let start = DispatchTime.now().uptimeNanoseconds
+        let report = try keychain.rotateKeys()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        guard report.resealed >= options.rotationItems else {
+            throw EtcdBenchError("rotation re-sealed \(report.resealed) of \(options.rotationItems) items")
+        }
+        print(String(format: "\nrotation of the master key over %d items: %.2f s, %.0f items/s (%d rows re-sealed, %d conflicts, generation %u)",
+                     options.rotationItems, seconds, Double(report.resealed) / seconds, report.resealed, report.conflicts,
+                     report.generation))
     }
 
     // MARK: - Profile
