@@ -41,7 +41,10 @@ public struct AuthenticationMessage: Sendable, Hashable, CustomStringConvertible
 /// - For a message that ``AuthenticationMessage/expectsAnswer``, nil means the person cancelled; for info and
 ///   error messages the return value is ignored.
 /// - ``isInteractive`` is false when no person can be reached (no terminal): the authentication then ends at
-///   once with `notInteractive` instead of waiting.
+///   once with `notInteractive` instead of waiting (or, in a desktop session, asks through polkit's agent).
+/// - It may be called from two threads at once: when the finger and the password are asked together, the reader's
+///   messages (“Fingerprint not recognized, try again.”) arrive while the password question waits. Each call has its
+///   own cancellation: the losing side's fires when the other side succeeded, and its question must then return nil.
 ///
 /// - Important: The answer to a ``AuthenticationMessage/Style/secret`` message is a password: a conformer must
 ///   not log, store or echo it.
