@@ -91,14 +91,23 @@ enum EtcdAudit {
     /// This machine, as enrollment names it: SHA-256 of "keystone-etcd-machine\0" + ``EtcdKeychain/machineID``.
     static let machineDigest: Data = Data(SHA256.hash(data: Data("keystone-etcd-machine\u{0}\(EtcdKeychain.machineID)".utf8)))
 
-    /// This process's login name (at most 64 bytes of it), "" when the account has none.
+    /// This process's login name (at most 64 bytes of it), "" when the account has none: looked up once per uid (a
+    /// lookup may go through NSS: not on every commit).
     static var userName: String {
+        let uid = getuid()
+        if let known = userNames.withLock({ $0?.uid == uid ? $0?.name : nil }) { return known }
         var entry = passwd()
         var found: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(getuid(), &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return "" }
-        return String(String(cString: name).utf8.prefix(64)) ?? ""
+        var name = ""
+        if getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let raw = entry.pw_name {
+            name = String(String(cString: raw).utf8.prefix(64)) ?? ""
+        }
+        userNames.withLock { $0 = (uid, name) }
+        return name
     }
+
+    private static let userNames = Locked<(uid: uid_t, name: String)?>(nil)
 }
 
 /// One audit entry as stored (the value of `…/audit/<counter>`), before or after its MAC.
