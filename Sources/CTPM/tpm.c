@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <tss2/tss2_esys.h>
 #include <tss2/tss2_mu.h>
@@ -401,10 +402,31 @@ int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err) {
     return ks_tpm_open_with_timeout(tcti_conf, KS_TPM_DEFAULT_TIMEOUT_MS, out, err);
 }
 
+/// The TCTI Keystone uses when none is configured: the kernel's resource manager, else the raw device; NULL when the
+/// machine has neither.
+///
+/// Decision: not tctildr's default search. tctildr tries the tabrmd TCTI first, whose GLib code prints a CRITICAL
+/// line to standard error when no D-Bus broker answers (libtss2-tcti-tabrmd0 is installed with tpm2-abrmd, common on
+/// desktops), then mssim and swtpm on localhost ports: on a machine without a TPM that is noise and time for nothing,
+/// and the access broker or a simulator is something one configures (KEYSTONE_TPM_TCTI=tabrmd, swtpm:...) anyway.
+static const char *default_tcti(void) {
+    if (access("/dev/tpmrm0", F_OK) == 0) return "device:/dev/tpmrm0";
+    if (access("/dev/tpm0", F_OK) == 0) return "device:/dev/tpm0";
+    return NULL;
+}
+
 int ks_tpm_open_with_timeout(const char *tcti_conf, int32_t timeout_ms, ks_tpm **out, ks_tpm_error *err) {
     ks_tpm_quiet_logging();
     clear_error(err);
     *out = NULL;
+    if (!tcti_conf || !*tcti_conf) {
+        tcti_conf = default_tcti();
+        if (!tcti_conf) {
+            set_error(err, KS_TPM_ERR_UNAVAILABLE, 0,
+                      "no TPM at the default TCTI: no /dev/tpmrm0 or /dev/tpm0, and no TCTI configured");
+            return -1;
+        }
+    }
     ks_tpm *tpm = calloc(1, sizeof *tpm);
     if (!tpm) {
         set_error(err, KS_TPM_ERR_OTHER, 0, "out of memory");

@@ -312,7 +312,7 @@ public final class TPMDevice: Sendable {
     }
 
     private let handle: Mutex<Handle>
-    /// The TCTI configuration the device was opened with (nil: tctildr's default).
+    /// The TCTI configuration the device was opened with (nil: the default, `/dev/tpmrm0`, else `/dev/tpm0`).
     public let tcti: String?
     /// The most each TPM command may take (a call sends one, or a few when it loads a key); see
     /// ``init(tcti:timeout:)``.
@@ -327,7 +327,8 @@ public final class TPMDevice: Sendable {
     /// Opens the TPM.
     /// - Parameters:
     ///   - tcti: a tctildr configuration: `"device:/dev/tpmrm0"`, `"swtpm:host=127.0.0.1,port=2321"`,
-    ///     `"tabrmd"`, ...; nil for tctildr's default (`/dev/tpmrm0`, then `/dev/tpm0`, ...). See
+    ///     `"tabrmd"`, ...; nil for `/dev/tpmrm0`, else `/dev/tpm0` (not tctildr's own search, which also tries the
+    ///     tabrmd TCTI, whose GLib code prints to standard error when no broker runs, then mssim and swtpm). See
     ///     ``defaultTCTI(environment:)``. `swtpm` configurations (`host=`, `port=`, `path=`) use Keystone's own
     ///     transport to swtpm, which keeps the deadline (tpm2-tss's swtpm TCTI ignores it).
     ///   - timeout: the most each TPM command may take, at least a millisecond (milliseconds are what the TPM
@@ -366,7 +367,7 @@ public final class TPMDevice: Sendable {
     }
 
     /// The TCTI configuration to use: `KEYSTONE_TPM_TCTI`, else `TPM2TOOLS_TCTI` or `TCTI` as tpm2-tools read them,
-    /// else nil (tctildr's default: `/dev/tpmrm0`, the kernel's resource manager). Empty values count as unset.
+    /// else nil (the default: `/dev/tpmrm0`, the kernel's resource manager, else `/dev/tpm0`). Empty values count as unset.
     public static func defaultTCTI(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         for name in ["KEYSTONE_TPM_TCTI", "TPM2TOOLS_TCTI", "TCTI"] {
             if let value = environment[name], !value.isEmpty { return value }

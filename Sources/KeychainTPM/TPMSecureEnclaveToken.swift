@@ -30,7 +30,7 @@ import Synchronization
 ///   `.biometryAny`…) is enforced by the software layers. A key made with ``createKey(_:pin:)`` needs its PIN,
 ///   enforced by the TPM.
 public final class TPMSecureEnclaveToken: SecureEnclaveToken {
-    /// The tctildr configuration (nil: tctildr's default, `/dev/tpmrm0`).
+    /// The tctildr configuration (nil: the default, `/dev/tpmrm0`, else `/dev/tpm0`).
     public let tcti: String?
     /// The most each TPM command of this token's calls may take (its device's ``TPMDevice/timeout``).
     public let timeout: Duration
@@ -63,7 +63,7 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// The key of ``devices`` for this token.
     private var deviceKey: String { "\(tcti ?? "")#\(timeout)" }
 
-    public var name: String { "TPM 2.0 at \(tcti ?? "/dev/tpmrm0 (tctildr default)")" }
+    public var name: String { "TPM 2.0 at \(tcti ?? "/dev/tpmrm0 (default)")" }
 
     /// Asks the TPM (one `TPM2_GetCapability`, through the device kept open), so a TPM that went away since the
     /// last call is reported at once; a device lost or timed out is dropped and the TPM opened again, once.

@@ -109,7 +109,8 @@ typedef struct {
 } ks_tpm_properties;
 
 /// Opens a TPM. `tcti_conf` is a tctildr configuration ("device:/dev/tpmrm0", "swtpm:host=127.0.0.1,port=2321",
-/// "tabrmd", ...); NULL lets tctildr pick its default (/dev/tpmrm0, then /dev/tpm0, ...). Returns 0 and sets *out,
+/// "tabrmd", ...); NULL (or "") picks /dev/tpmrm0, else /dev/tpm0, else fails with KS_TPM_ERR_UNAVAILABLE without
+/// loading any TCTI (not tctildr's own search, which tries tabrmd, mssim and swtpm too: see default_tcti). Returns 0 and sets *out,
 /// or returns -1 and fills *err (KS_TPM_ERR_UNAVAILABLE when nothing answers).
 /// Each TPM command may take at most KS_TPM_DEFAULT_TIMEOUT_MS.
 int ks_tpm_open(const char *tcti_conf, ks_tpm **out, ks_tpm_error *err);
