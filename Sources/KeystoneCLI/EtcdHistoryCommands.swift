@@ -10,7 +10,38 @@ import KeychainEtcd
 
 var etcdHistoryVerbs: [any ParsableCommand.Type] {
     [ItemHistory<GenericAttributes>.self, UndeleteItem<GenericAttributes>.self, DestroyItem<GenericAttributes>.self,
-     ItemHistory<InternetAttributes>.self, UndeleteItem<InternetAttributes>.self, DestroyItem<InternetAttributes>.self]
+     ItemHistory<InternetAttributes>.self, UndeleteItem<InternetAttributes>.self, DestroyItem<InternetAttributes>.self,
+     HistorySettings.self]
+}
+
+/// `keystone history-settings`: the versions kept per item, the retention of deleted items, and whether every update
+/// must state the version it read (check-and-set), for every machine of an etcd keychain.
+struct HistorySettings: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history-settings",
+        abstract: "Show or change an etcd keychain's item history settings (versions kept, deleted-item retention, required check-and-set).")
+    @Option(name: .customLong("max-versions"), help: "Versions kept per item, the current one included (1...100; default 10).") var maxVersions: Int?
+    @Option(name: .customLong("retention-days"), help: "Days a deleted item can be undeleted before a later write purges it (default 30).") var retentionDays: Double?
+    @Option(name: .customLong("require-check-and-set"), help: "on: every update must state the version it read (add -U --if-version N); off: optional.")
+    var requireCheckAndSet: String?
+    @Argument(help: "The etcd keychain (default: the default keychain).") var keychain: String?
+
+    mutating func run() throws {
+        let function = "SecKeychainSetSettings"
+        let (etcd, spec) = try HistoryVerbs.keychain(keychain, function: function)
+        var require: Bool?
+        switch requireCheckAndSet {
+        case nil: require = nil
+        case "on", "yes", "true", "1": require = true
+        case "off", "no", "false", "0": require = false
+        default: throw ValidationError("--require-check-and-set takes on or off")
+        }
+        if maxVersions != nil || retentionDays != nil || require != nil {
+            let (versions, days) = (maxVersions, retentionDays)
+            try call(function) { try etcd.setHistoryPolicy(maxVersions: versions, tombstoneRetention: days.map { $0 * 86_400 }, requireCheckAndSet: require) }
+        }
+        writeOut("keychain: \"\(spec)\"\nversions kept per item: \(etcd.maxVersions)\ndeleted items kept for: \(etcd.tombstoneRetention / 86_400) days\ncheck-and-set required: \(etcd.requiresCheckAndSet ? "yes" : "no")\n")
+    }
 }
 
 /// Runs `body` (an add -U) so that its update checks the item is still at `version` on an etcd keychain.

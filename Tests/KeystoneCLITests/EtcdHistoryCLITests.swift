@@ -28,6 +28,10 @@ struct EtcdHistoryCLITests {
         let created = try Self.run(box, ["create-keychain", url], input: "history-pass\n")
         try #require(created.status == 0, "\(created.stderr)")
         let generic = ["-s", "svc", "-a", "alice"]
+        let settings = try Self.run(box, ["history-settings", "--max-versions", "5", "--retention-days", "7", url])
+        #expect(settings.status == 0, "\(settings.stderr)")
+        #expect(settings.stdout.contains("versions kept per item: 5") && settings.stdout.contains("kept for: 7.0 days") && settings.stdout.contains("required: no"))
+        #expect(try Self.run(box, ["history-settings", "--max-versions", "0", url]).status == Self.exitCode(Status.param))
         #expect(try Self.run(box, ["add-generic-password"] + generic + ["-w", "one", url]).status == 0)
         #expect(try Self.run(box, ["add-generic-password", "-U"] + generic + ["-w", "two", url]).status == 0)
         let listed = try Self.run(box, ["item-history"] + generic + [url])
@@ -40,6 +44,8 @@ struct EtcdHistoryCLITests {
         #expect(stale.status == Self.exitCode(Status.invalidItemRef), "\(stale.stderr)")
         #expect(stale.stderr.contains("check-and-set") && !stale.stderr.contains("three"))
         #expect(try Self.run(box, ["find-generic-password"] + generic + ["-w", url]).stdout == "two\n")
+        #expect(try Self.run(box, ["history-settings", "--require-check-and-set", "on", url]).stdout.contains("required: yes"))
+        #expect(try Self.run(box, ["add-generic-password", "-U"] + generic + ["-w", "three", url]).status == Self.exitCode(Status.dataNotModifiable))
         #expect(try Self.run(box, ["add-generic-password", "-U", "--if-version", "2"] + generic + ["-w", "three", url]).status == 0)
         #expect(try Self.run(box, ["find-generic-password"] + generic + ["-w", url]).stdout == "three\n")
 
