@@ -253,8 +253,16 @@ extension EtcdKeychain {
                                headCounter: headView?.counter, checkpointCounter: checked.checkpoint, revision: revision)
     }
 
-    /// The log's entries, checkpoint and HEAD, at one revision.
+    /// The log's entries, checkpoint and HEAD, at one revision (read again when etcd compacts that revision away
+    /// between two pages).
     func readAuditLog() throws -> (entries: [EtcdKeyValue], checkpoint: EtcdKeyValue?, head: EtcdKeyValue?, revision: Int64) {
+        for _ in 0..<8 {
+            do { return try readAuditLogOnce() } catch EtcdError.compacted { continue }
+        }
+        throw EtcdError.compacted
+    }
+
+    private func readAuditLogOnce() throws -> (entries: [EtcdKeyValue], checkpoint: EtcdKeyValue?, head: EtcdKeyValue?, revision: Int64) {
         let page = 512
         let first = try client.txn(compare: [], success: [.range(keyspace.head), .range(keyspace.auditCheckpoint),
                                                            .rangePrefix(keyspace.auditEntries, limit: page)])
