@@ -35,7 +35,8 @@ extension TPMKey {
 
     /// The key as a "TSS2 PRIVATE KEY" PEM document: the format tpm2-openssl (`openssl pkeyutl -provider tpm2
     /// -inkey key.pem`), the Linux kernel's trusted keys and go-tpm-keyfiles read. Parent `0x40000001`; `emptyAuth`
-    /// TRUE unless the key needs its PIN (``needsAuthorization``), which those tools then ask for.
+    /// TRUE, or FALSE when the key needs its PIN (``needsAuthorization``), which those tools then ask for
+    /// (`openssl pkeyutl -passin pass:PIN`).
     ///
     /// - Important: The PEM holds the TPM-wrapped private part, as ``dataRepresentation`` does: useless on any other
     ///   TPM, usable by whoever can open this TPM (with the PIN, for a key that needs one). Treat it as the key.
@@ -62,9 +63,10 @@ extension TPMKey {
             var serializer = DER.Serializer()
             try serializer.appendConstructedNode(identifier: .sequence) { coder in
                 try coder.serialize(Self.loadableKeyOID)
-                if needsAuth == 0 {
-                    try coder.serialize(explicitlyTaggedWithTagNumber: 0, tagClass: .contextSpecific) { try $0.serialize(true) }
-                }
+                // Always written, FALSE too: tpm2-openssl reads an absent emptyAuth as an empty authorization value
+                // (it then never asks for the PIN and the TPM refuses the key), though the format says absent means
+                // "ask"; this reader keeps the format's meaning.
+                try coder.serialize(explicitlyTaggedWithTagNumber: 0, tagClass: .contextSpecific) { try $0.serialize(needsAuth == 0) }
                 try coder.serialize(Int(Self.ownerHierarchyParent))
                 try coder.serialize(ASN1OctetString(contentBytes: publicBytes[...]))
                 try coder.serialize(ASN1OctetString(contentBytes: privateBytes[...]))

@@ -105,6 +105,33 @@ struct TSS2InteropTests {
         }
     }
 
+    @Test("A Keystone key with a TPM-enforced PIN exports without emptyAuth: tpm2-openssl signs with -passin and the PIN, and the TPM refuses a wrong one")
+    func pinKeyThroughOpenSSL() async throws {
+        try await withSwtpm { fixture in
+            let key: TPMKey = try {
+                let device = try TPMDevice(tcti: fixture.tcti)
+                return try device.createKey(.signing, authorization: TPMDevice.authorizationValue(pin: "2468"))
+            }()
+            let directory = fixture.directory
+            let pem = try key.tss2PEMRepresentation()
+            #expect(try TPMKey(tss2PEMRepresentation: pem).needsAuthorization)
+            try pem.write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
+            let message = Data("signed by tpm2-openssl with a PIN the TPM checks".utf8)
+            try Data(SHA256.hash(data: message)).write(to: URL(fileURLWithPath: "\(directory)/digest"))
+            func sign(_ pin: String) throws -> (status: Int32, output: String) {
+                try fixture.openssl(["pkeyutl", "-provider", "tpm2", "-provider", "default", "-sign", "-inkey",
+                                     "\(directory)/key.pem", "-passin", "pass:\(pin)", "-in", "\(directory)/digest",
+                                     "-out", "\(directory)/sig.der"])
+            }
+            let wrong = try sign("1357")
+            #expect(wrong.status != 0, "openssl signed with a wrong PIN: \(wrong.output)")
+            let right = try sign("2468")
+            #expect(right.status == 0, "openssl: \(right.output)")
+            let der = try Data(contentsOf: URL(fileURLWithPath: "\(directory)/sig.der"))
+            #expect(key.signingPublicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
+        }
+    }
+
     @Test("A TSS2 key from another TPM imports as text but the token refuses it with errSecDecode (wrong TPM)")
     func otherTPMRefused() async throws {
         try await withSwtpm { fixture in
