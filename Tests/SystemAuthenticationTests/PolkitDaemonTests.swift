@@ -81,9 +81,9 @@ enum PolkitDaemon {
                 Comment(rawValue: PolkitDaemon.unavailableReason ?? "polkitd, pkttyagent and unshare are usable")))
 struct PolkitDaemonTests {
     /// Starts polkitd with Keystone's action (naming `owners`), runs `keystone authenticate` as the test user with no
-    /// terminal in a "desktop session", answers pkttyagent's password prompt with `password`, and returns what the
-    /// agent showed and how keystone ended.
-    static func authenticate(owners: [String], password: String) throws -> (shown: String, status: Int32, output: String) {
+    /// terminal in a "desktop session", types `typed` at pkttyagent's password prompt, and returns what the agent
+    /// showed and how keystone ended.
+    static func authenticate(owners: [String], typed: String) throws -> (shown: String, status: Int32, output: String) {
         let user = try PAMFixture.user()
         guard let entry = getpwnam(user.name) else { throw FprintdFixture.Failure(description: "no passwd entry for \(user.name)") }
         let (uid, gid) = (entry.pointee.pw_uid, entry.pointee.pw_gid)
@@ -139,7 +139,7 @@ struct PolkitDaemonTests {
         guard let shown = terminal.read(until: "assword:") else {
             throw FprintdFixture.Failure(description: "pkttyagent never asked: \(fixture.log("agent.log")) \(fixture.log("polkitd.log"))")
         }
-        terminal.type(password + "\n")
+        terminal.type(typed)
         var output = ""
         while let line = try? FprintdFixture.readLine(subjectFD, within: FprintdFixture.deadline, what: "keystone's answer") {
             output += line + "\n"
@@ -151,7 +151,7 @@ struct PolkitDaemonTests {
     @Test("keystone without a terminal asks through polkit's agent; as an action owner the dialog names the program and the reason, and the right password authenticates")
     func ownerRightPassword() async throws {
         let user = try PAMFixture.user()
-        let (shown, status, output) = try await blocking { try Self.authenticate(owners: [user.name], password: user.password) }
+        let (shown, status, output) = try await blocking { try Self.authenticate(owners: [user.name], typed: user.password + "\n") }
         #expect(shown.contains("AUTHENTICATING FOR \(PolkitConfiguration.defaultActionID)"), "\(shown)")
         #expect(shown.contains("Authentication requested by keystone: Open the vault"), "\(shown)")
         #expect(status == 0, "\(output)")
@@ -160,7 +160,7 @@ struct PolkitDaemonTests {
 
     @Test("a caller polkit does not trust with details gets the action's own message; a wrong password is authenticationFailed")
     func untrustedWrongPassword() async throws {
-        let (shown, status, output) = try await blocking { try Self.authenticate(owners: [], password: PAMFixture.wrongPassword()) }
+        let (shown, status, output) = try await blocking { try Self.authenticate(owners: [], typed: PAMFixture.wrongPassword() + "\n") }
         #expect(shown.contains("A program asks you to authenticate to use a protected keychain item"), "\(shown)")
         #expect(!shown.contains("Open the vault"), "\(shown)")
         #expect(status == 1, "\(output)")

@@ -78,6 +78,18 @@ final class PolkitMockTests {
         }
     }
 
+    @Test("the person dismissing the dialog (polkit.dismissed) is LAError.userCancel, not authenticationFailed")
+    func dismissed() async throws {
+        try await withFixture(daemon: false) { fixture in
+            try fixture.startPolkitMock()
+            // What polkitd answers when the agent reports a Cancel button (a GUI agent's BeginAuthentication error).
+            try fixture.polkitMock("AddMethod", "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization",
+                                   "(sa{sv})sa{ss}us", "(bba{ss})", "ret = (False, False, {'polkit.dismissed': 'true'})")
+            Self.use(fixture)
+            #expect(Self.evaluate(LAContext()) == .userCancel)
+        }
+    }
+
     @Test("invalidate() while polkit's agent waits: LAError.appCancel, and polkit is told CancelCheckAuthorization")
     func invalidateWhileWaiting() async throws {
         try await withFixture(daemon: false) { fixture in
