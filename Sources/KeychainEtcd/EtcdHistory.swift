@@ -46,6 +46,7 @@ public struct EtcdVersionConflict: Error, Sendable, Hashable, CustomStringConver
     /// `errSecInvalidItemRef` (-25304).
     public var status: Int32 { Status.invalidItemRef }
 
+    /// What happened and what to do; never a secret.
     public var description: String {
         "errSecInvalidItemRef (-25304): check-and-set failed: the item is at version \(current), not version \(expected) as stated; another writer changed it since it was read. Nothing was changed: read it again and retry with its current version"
     }

@@ -742,7 +742,12 @@ final class EtcdTransaction: StorageWriter {
             let key = keyspace.item(cls, digest)
             if index >= Self.purgeLimit { left.append((cls, digest)); continue }
             if changes[key] != nil { continue }
-            if let known = seen[key], known.modRevision != entry.modRevision { continue }  // changed since: not this entry's
+            if let known = seen[key], known.modRevision != entry.modRevision {
+                // Changed since the entry: still a tombstone of that deletion (sealed again by a key rotation) is
+                // purged at its own revision; anything else (added, undeleted, destroyed) is not this entry's.
+                guard let value = known.value, let row = EtcdRow(decoding: value), row.isTombstone,
+                      row.extensions[EtcdRow.Tag.deletedAt]?.bigEndianUInt64 == stamp else { continue }
+            }
             if seen[key] == nil { seen[key] = (nil, entry.modRevision) }  // compared at the entry's revision
             pinned.insert(key)
             set(key, nil)
