@@ -21,7 +21,8 @@ import KeychainServices
 //   whole primary key) is shown beside it;
 // - SecItemUpdate of the secret with check-and-set (inside `EtcdKeychain.withCheckAndSet(expectedVersion:)`, the
 //   version known from an earlier read, not timed) against `EtcdClient.put` — goal ≥ 0.6×; without a goal the plain
-//   update (service + account, and with the access group);
+//   update (service + account, and with the access group), and, as the floor of an update made in one round trip,
+//   a raw transaction of what an update commits (its compares and its four puts: item, history, HEAD, audit entry);
 // - a match-all SecItemCopyMatching (kSecMatchLimitAll, attributes and data) of the M items against a raw prefix
 //   range of M keys of the same size — goal ≥ 0.6×; the result is counted as the NSArray SecItem returns;
 // - after the table, the rotation of the master key of a keychain of I items (`--rotation-items`, default 1,000; 0
@@ -128,6 +129,7 @@ enum EtcdMeasurement: String, CaseIterable {
     case update = "SecItemUpdate of the secret, service+account"
     case updateGroup = "  … naming kSecAttrAccessGroup too"
     case updateCheckAndSet = "SecItemUpdate with check-and-set (version stated)"
+    case rawUpdateTransaction = "raw EtcdClient.txn of what an update commits"
     case matchAll = "SecItemCopyMatching kSecMatchLimitAll, attributes+data"
     case rawPrefix = "raw EtcdClient.range of a prefix"
 
@@ -142,6 +144,7 @@ enum EtcdMeasurement: String, CaseIterable {
         case .update: "update"
         case .updateGroup: "update+group"
         case .updateCheckAndSet: "update+cas"
+        case .rawUpdateTransaction: "update-txn"
         case .matchAll: "match-all"
         case .rawPrefix: "prefix"
         }
@@ -159,6 +162,10 @@ final class EtcdBench {
     let readsKeychain: EtcdKeychain
     /// The version each item of `bench-reads` is at, as this process last wrote or read it (check-and-set states it).
     private var versions: [Int: UInt64] = [:]
+    /// The raw update transaction's compared revisions: its HEAD-like key, its header-like key, and each item key.
+    private var transactionHeadRevision: Int64 = 0
+    private var transactionMetaRevision: Int64 = 0
+    private var transactionItemRevisions: [Int: Int64] = [:]
     /// The raw baseline's own client (the same library, its own connections): KeychainEtcd's `EtcdClient` source,
     /// compiled again in EtcdBaselineClient because Keystone keeps it at package access.
     let raw: EtcdBaselineClient.EtcdClient
@@ -246,6 +253,7 @@ final class EtcdBench {
         keySize = stored.key.count
         valueSize = stored.value.count
         for i in 0..<options.items { _ = try raw.put(rawKey("items/\(i)"), rawValue(i)) }
+        transactionMetaRevision = try raw.put(rawKey("txn/meta"), Data(count: 300))
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         print(String(format: "  filled bench-reads with %d items and the raw prefix with %d keys (%.1f s); an item is an etcd key of %d bytes and a value of %d bytes",
                      options.items, options.items, seconds, keySize, valueSize))
@@ -307,6 +315,30 @@ final class EtcdBench {
                 if status != errSecSuccess, failure == nil { failure = "SecItemUpdate: OSStatus \(status)" }
                 // The next check-and-set states a version read again.
                 versions[(i &* 7919) % items] = nil
+            }
+        case .rawUpdateTransaction:
+            // What one SecItemUpdate commits, in one raw transaction and no read before it (the floor of an update
+            // made in one round trip): compares on the item, the HEAD and the header; puts of the item, its previous
+            // version (history), the HEAD (73 bytes) and an audit entry (176 bytes).
+            for i in 0..<calls {
+                let item = (i &* 7919) % items
+                let itemKey = rawKey("txn/items/\(item)")
+                let result = try raw.txn(compare: [
+                    .modRevision(itemKey, equals: transactionItemRevisions[item] ?? 0),
+                    .modRevision(rawKey("txn/head"), equals: transactionHeadRevision),
+                    .modRevision(rawKey("txn/meta"), equals: transactionMetaRevision),
+                ], success: [
+                    .put(itemKey, rawValue(i)),
+                    .put(rawKey("txn/history/\(item)/b\(batch)-\(i)"), rawValue(i &+ 1)),
+                    .put(rawKey("txn/head"), Data(count: 73)),
+                    .put(rawKey("txn/audit/b\(batch)-\(i)"), Data(count: 176)),
+                ])
+                if result.succeeded {
+                    transactionHeadRevision = result.revision
+                    transactionItemRevisions[item] = result.revision
+                } else if failure == nil {
+                    failure = "update transaction: a comparison failed"
+                }
             }
         case .updateCheckAndSet:
             KeychainServicesDefaults.setEngine(readsEngine)
@@ -385,7 +417,7 @@ final class EtcdBench {
         var rows: [[String]] = [["measurement", "calls/s (median)", "range of rounds", "ms per call", "× raw", "goal"]]
         let baselines: [EtcdMeasurement: (EtcdMeasurement, Double?)] = [
             .secItemAdd: (.rawPut, 0.5), .pointRead: (.rawRange, 0.8), .pointReadGroup: (.rawRange, nil),
-            .update: (.rawPut, nil), .updateGroup: (.rawPut, nil), .updateCheckAndSet: (.rawPut, 0.6), .matchAll: (.rawPrefix, 0.6),
+            .update: (.rawPut, nil), .updateGroup: (.rawPut, nil), .updateCheckAndSet: (.rawPut, 0.6), .rawUpdateTransaction: (.rawPut, nil), .matchAll: (.rawPrefix, 0.6),
         ]
         for measurement in EtcdMeasurement.allCases {
             guard let rate = median(measurement), let values = samples[measurement] else { continue }
