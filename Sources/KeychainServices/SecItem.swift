@@ -168,7 +168,7 @@ public enum SecItemBridge {
     /// A result as the Foundation objects Apple hands back.
     public static func object(_ result: ItemResult) -> AnyObject {
         switch result {
-        case .data(let data): return NSData(data: data)
+        case .data(let data): return SecItemData(copying: data)
         case .array(let items): return NSArray(array: items.map(object(_:)))
         case .attributes(let attributes):
             let dictionary = NSMutableDictionary(capacity: attributes.count)
@@ -181,7 +181,7 @@ public enum SecItemBridge {
     public static func object(_ value: KeychainValue) -> AnyObject {
         switch value {
         case .string(let s): return NSString(string: s)
-        case .data(let d): return NSData(data: d)
+        case .data(let d): return SecItemData(copying: d)
         case .number(let n): return NSNumber(value: n)
         case .double(let d): return NSNumber(value: d)
         case .bool(let b): return NSNumber(value: b)

@@ -110,7 +110,7 @@ enum SecItemCompiledPath {
             guard case .done(let data) = try engine.compiledSecret(for: key, accessGroup: shape.group, synchronizable: shape.synchronizable) else {
                 return false
             }
-            result.pointee = NSData(data: data)
+            result.pointee = SecItemData(copying: data)
             return true
         }
     }

@@ -436,6 +436,31 @@ struct SecItemDifferentialTests {
         KeychainServicesDefaults.useMemoryKeychain()
     }
 
+    @Test("returned bytes are an NSData that bridges to Data in one copy, with the exact bytes (empty, inline-sized, large)",
+          arguments: [0, 5, 4_096])
+    func returnedBytes(count: Int) throws {
+        KeychainServicesDefaults.useMemoryKeychain()
+        defer { KeychainServicesDefaults.useMemoryKeychain() }
+        let secret = Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        let item: [String: Any] = [Key.class: ItemClass.genericPassword.rawValue, Key.service: "bytes", Key.account: "a"]
+        var add = item
+        add[Key.valueData] = secret
+        try #require(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+        var result: CFTypeRef?
+        try #require(SecItemCopyMatching(item.merging([Key.returnData: true]) { $1 } as CFDictionary, &result) == errSecSuccess)
+        let object = try #require(result)
+        #expect(object is ContiguousBytes, "Foundation would copy it byte by byte")
+        #expect(object as? Data == secret)
+        let nsData = try #require(object as? NSData)
+        #expect(nsData.length == count)
+        #expect(nsData.isEqual(NSData(data: secret)))
+        #expect(nsData.copy() as? Data == secret)
+        // In a dictionary (the general path), as Apple-style code reads it.
+        var attributes: CFTypeRef?
+        try #require(SecItemCopyMatching(item.merging([Key.returnData: true, Key.returnAttributes: true]) { $1 } as CFDictionary, &attributes) == errSecSuccess)
+        #expect((attributes as? [String: Any])?[Key.valueData] as? Data == secret)
+    }
+
     @Test("the shapes Apple-style code passes most are read into the compiled path's slots; any other key or type is not")
     func shapes() {
         let genp = ItemClass.genericPassword.rawValue

@@ -36,6 +36,7 @@ if CommandLine.arguments.dropFirst().first == "secret-service" {
 if CommandLine.arguments.dropFirst().first == "never-hang" { exit(NeverHangBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runNeverHangBenchmarks) ?? 2) }
 if CommandLine.arguments.dropFirst().first == "configuration" { exit(ConfigurationBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runConfigurationBenchmarks) ?? 2) }
 if CommandLine.arguments.dropFirst().first == "rotation" { exit(RotationBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runRotationBenchmarks) ?? 2) }
+if CommandLine.arguments.dropFirst().first == "secitem" { exit(SecItemBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runSecItemPathBenchmarks) ?? 2) }
 if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
