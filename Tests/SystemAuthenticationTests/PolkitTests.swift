@@ -138,7 +138,7 @@ final class PolkitMockTests {
     }
 }
 
-@Suite("polkit: configuration and action file")
+@Suite("Desktop prompt: the polkit action file, desktop detection, the program's name")
 struct PolkitConfigurationTests {
     @Test("a desktop session is DISPLAY or WAYLAND_DISPLAY, not empty")
     func desktopSession() {
