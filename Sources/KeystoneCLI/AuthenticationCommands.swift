@@ -74,10 +74,11 @@ struct Authenticate: ParsableCommand {
         commandName: "authenticate",
         abstract: "Ask the person at this terminal to authenticate, as LAContext does on Linux.",
         discussion: """
-        --policy owner (default) asks a fingerprint when one can be verified, else the login password (Apple's \
-        deviceOwnerAuthentication); biometrics asks a fingerprint only (deviceOwnerAuthenticationWithBiometrics); \
+        --policy owner (default) asks a fingerprint and the login password at once where a reader can verify one \
+        (the first to succeed wins; else the password alone: Apple's deviceOwnerAuthentication); biometrics asks a fingerprint only (deviceOwnerAuthenticationWithBiometrics); \
         password asks the login password only (devicePasscode). The password is read from the controlling \
-        terminal without echo and goes to PAM only. Prints `authenticated` and exits 0, or prints LocalAuthentication's \
+        terminal without echo and goes to PAM only; with no terminal in a desktop session (DISPLAY or \
+        WAYLAND_DISPLAY), the desktop's polkit agent asks instead (`keystone install-polkit` installs the action). Prints `authenticated` and exits 0, or prints LocalAuthentication's \
         error and exits 1.
         """)
     enum Policy: String, ExpressibleByArgument, CaseIterable { case owner, biometrics, password }
@@ -118,7 +119,7 @@ struct Authenticate: ParsableCommand {
         case .passcodeNotSet: return "this user has no login password PAM can check"
         case .userFallback: return "the user chose the password"
         case .appCancel, .systemCancel: return "cancelled by the system (the reader is busy or went away)"
-        case .notInteractive: return "no terminal to ask on"
+        case .notInteractive: return "no terminal to ask on, and no desktop session whose polkit agent could ask"
         }
     }
 }
