@@ -32,6 +32,8 @@ COMPONENTS = [
     ("fprintd", r"fprintd|fingerprint"),
     ("PAM", r"\bPAM\b|pamtester|useradd"),
     ("openssl", r"openssl"),
+    ("tpm2-openssl", r"tpm2-openssl"),
+    ("polkit", r"polkit: "),
     ("pass/gpg", r"\bpass\b|password-store|gpg"),
     ("TLS server", r"real TLS server"),
     ("git", r"real git|git-credential-libsecret"),
