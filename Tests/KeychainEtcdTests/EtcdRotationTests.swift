@@ -27,7 +27,20 @@ private func addItems(_ engine: KeychainEngine, group: String, count: Int) throw
         var failed = 0
         for index in stride(from: lane, to: count, by: 4) {
             let query = genp("svc-\(index)", "acct", [Key.accessGroup: .string(group), Key.valueData: .data(Data("value-\(index)".utf8))])
-            do { _ = try engine.add(query) } catch { failed += 1 }
+            // Setup, not what is tested: 4 adders contend on the row-id sequence and HEAD, and an add that gave up
+            // (errSecNotAvailable after its attempts) changed nothing; it is tried again (a duplicate then means an
+            // earlier answer was lost after the add was applied).
+            var attempt = 0
+            while true {
+                do { _ = try engine.add(query); break } catch let error as EngineError where attempt > 0 && error.status == Status.duplicateItem {
+                    break
+                } catch let error as EngineError where error.status == Status.notAvailable && attempt < 5 {
+                    attempt += 1
+                } catch {
+                    failed += 1
+                    break
+                }
+            }
         }
         return failed
     }
