@@ -24,7 +24,11 @@ import KeychainServices
 /// - Important: What protects a key on Linux:
 ///   - The TPM enforces that the private key never leaves it (it is made there, non-duplicable: fixedTPM,
 ///     fixedParent) and that the `dataRepresentation` is useless on any other TPM.
-///   - The access control (`.userPresence`, `.biometryAny`, `.biometryCurrentSet`, `.devicePasscode` with
+///   - `.applicationPassword` is enforced by the TPM: the key is made with the password of the
+///     `authenticationContext` (`LAContext.setCredential(_:type: .applicationPassword)`) as its TPM authorization
+///     value, and the TPM refuses a use with a wrong one (`errSecAuthFailed`, counted toward its dictionary-attack
+///     lockout), also for someone who calls the TPM directly with the `dataRepresentation`.
+///   - The rest of the access control (`.userPresence`, `.biometryAny`, `.biometryCurrentSet`, `.devicePasscode` with
 ///     `.privateKeyUsage`) is enforced by this library, in the process, not by the TPM: someone who can run code as
 ///     the user and holds the `dataRepresentation` can use the key without the prompt. Keep the `dataRepresentation`
 ///     where only the app can read it (the keychain), as on Apple platforms.
@@ -59,6 +63,9 @@ struct EnclaveKeyCore: Sendable {
     /// The public key, ANSI X9.63 (65 bytes).
     let publicKeyX963: Data
     let authenticationContext: LAContext?
+    /// Whether the token enforces the key's `.applicationPassword` (the key was made with the context's password as
+    /// its TPM authorization value); false for a key without the flag, or one made before the TPM bound it.
+    let passwordBound: Bool
 
     /// How many keys `compactRepresentable: true` makes at most before it gives up. About half of all keys have a
     /// compact representation, so 32 attempts all fail with probability 2⁻³²: only a token that keeps making keys
@@ -85,10 +92,17 @@ struct EnclaveKeyCore: Sendable {
         // `.biometryCurrentSet`: the enrollment the key is bound to (Apple binds it in the Secure Enclave's ACL).
         let domainState = access.flags.contains(.biometryCurrentSet)
             ? KeychainServicesDefaults.currentAuthenticator().biometryDomainState : nil
+        // `.applicationPassword`: the context's password becomes the key's TPM authorization value.
+        let password = access.flags.contains(.applicationPassword)
+            ? try applicationPassword(authenticationContext, operation: "making the key") : nil
         for _ in 0..<(compactRepresentable ? compactAttempts : 1) {
             let key: SecureEnclaveKey
             do {
-                key = try token.createKey(kind.usage)
+                if let password {
+                    key = try token.createKey(kind.usage, authorization: password)
+                } else {
+                    key = try token.createKey(kind.usage)
+                }
             } catch {
                 throw SecureEnclaveError(error)
             }
@@ -101,7 +115,7 @@ struct EnclaveKeyCore: Sendable {
             let envelope = KeyEnvelope(kind: kind, accessControl: access, biometryDomainState: domainState,
                                        tokenBlob: key.dataRepresentation)
             return EnclaveKeyCore(token: token, envelope: envelope, publicKeyX963: key.publicKeyX963,
-                                  authenticationContext: authenticationContext)
+                                  authenticationContext: authenticationContext, passwordBound: password != nil)
         }
         throw SecureEnclaveError(status: Status.internalComponent,
                                  reason: "the Secure Enclave (\(token.name)) made \(compactAttempts) keys and none has a compact representation (pass compactRepresentable: false to accept any key)")
@@ -138,9 +152,20 @@ struct EnclaveKeyCore: Sendable {
                                      reason: "the dataRepresentation's key has usage \(key.usage), not \(kind.usage)")
         }
         _ = try signingPublicKey(key.publicKeyX963, token: token)
+        var bound = false
+        if envelope.accessControl.flags.contains(.applicationPassword) {
+            do {
+                bound = try token.requiresAuthorization(envelope.tokenBlob)
+            } catch {
+                throw SecureEnclaveError(error)
+            }
+        }
         let core = EnclaveKeyCore(token: token, envelope: envelope, publicKeyX963: key.publicKeyX963,
-                                  authenticationContext: authenticationContext)
-        try core.checkUsable()
+                                  authenticationContext: authenticationContext, passwordBound: bound)
+        // Decision: a key bound to its application password is not used by the load check: the check would need the
+        // password (Apple's init(dataRepresentation:) asks for nothing) and a wrong one would count toward the TPM's
+        // lockout. Its blob is still read (token.key above); a key of another TPM fails at its first use (errSecDecode).
+        if !bound { try core.checkUsable() }
         return core
     }
 
@@ -200,11 +225,38 @@ struct EnclaveKeyCore: Sendable {
 
     // MARK: Using
 
+    /// The application password of `context` (`LAContext.setCredential(_:type: .applicationPassword)`).
+    ///
+    /// Decision (as SecKey's, see SecKeyToken.swift): Apple shows its own password dialog when the context has no
+    /// application password; Keystone has none, so without one the call fails: `errSecInteractionNotAllowed` when the
+    /// context does not allow interaction (as Apple's would), else `errSecAuthFailed`, naming `setCredential`.
+    /// Nothing reaches the TPM then (no lockout count).
+    static func applicationPassword(_ context: LAContext?, operation: String) throws(SecureEnclaveError) -> Data {
+        if let password = context?.applicationPasswordCredential { return password }
+        if context?.interactionNotAllowed == true {
+            throw SecureEnclaveError(status: Status.interactionNotAllowed,
+                                     reason: "\(operation) needs the key's application password (.applicationPassword) and the LAContext does not allow interaction: set it with LAContext.setCredential(_:type: .applicationPassword)")
+        }
+        if context?.context.isInvalidated == true {
+            throw SecureEnclaveError(status: Status.authFailed, reason: "\(operation): the key's LAContext was invalidated")
+        }
+        throw SecureEnclaveError(status: Status.authFailed,
+                                 reason: "\(operation) needs the key's application password (.applicationPassword), and Keystone shows no password dialog: set it with LAContext.setCredential(_:type: .applicationPassword) on the authenticationContext passed")
+    }
+
     /// The authentication one use of the key needs (see `AuthenticationGate`), asked of the current authenticator
-    /// with this key's context.
-    func authorize(operation: String, defaultPrompt: String) throws(SecureEnclaveError) {
-        let flags = envelope.accessControl.flags
-        guard flags.requiresAuthentication else { return }
+    /// with this key's context; returns the application password the token checks, for a key bound to one.
+    @discardableResult
+    func authorize(operation: String, defaultPrompt: String) throws(SecureEnclaveError) -> Data? {
+        var flags = envelope.accessControl.flags
+        guard flags.requiresAuthentication else { return nil }
+        var password: Data?
+        if passwordBound {
+            // The TPM checks the password: the gate asks only the other flags.
+            password = try Self.applicationPassword(authenticationContext, operation: operation == "sign" ? "signing" : "a key agreement")
+            flags.remove(.applicationPassword)
+            guard flags.requiresAuthentication else { return password }
+        }
         let authenticator = KeychainServicesDefaults.currentAuthenticator()
         if flags.contains(.biometryCurrentSet), let recorded = envelope.biometryDomainState,
            authenticator.biometryDomainState != recorded {
@@ -220,15 +272,16 @@ struct EnclaveKeyCore: Sendable {
         } catch {
             throw SecureEnclaveError(error)
         }
+        return password
     }
 
     /// r || s (64 bytes) over `digest` as ECDSA uses it: a digest longer than the curve's 32 bytes is cut to its
     /// leftmost 32 (FIPS 186-4 §6.4), a shorter one is the same integer on 32 bytes (zeros in front).
-    func rawSignature(digest: Data) throws(SecureEnclaveError) -> Data {
+    func rawSignature(digest: Data, authorization: Data? = nil) throws(SecureEnclaveError) -> Data {
         let normalized = digest.count >= 32 ? Data(digest.prefix(32)) : Data(count: 32 - digest.count) + digest
         let raw: Data
         do {
-            raw = try token.signature(digest: normalized, with: envelope.tokenBlob)
+            raw = try token.signature(digest: normalized, with: envelope.tokenBlob, authorization: authorization)
         } catch {
             throw SecureEnclaveError(error)
         }
@@ -240,10 +293,10 @@ struct EnclaveKeyCore: Sendable {
     }
 
     /// The ECDH shared x coordinate (32 bytes) with a peer's public key (ANSI X9.63).
-    func sharedX(peerX963: Data) throws(SecureEnclaveError) -> Data {
+    func sharedX(peerX963: Data, authorization: Data? = nil) throws(SecureEnclaveError) -> Data {
         let x: Data
         do {
-            x = try token.sharedSecret(peerX963: peerX963, with: envelope.tokenBlob)
+            x = try token.sharedSecret(peerX963: peerX963, with: envelope.tokenBlob, authorization: authorization)
         } catch {
             throw SecureEnclaveError(error)
         }

@@ -80,8 +80,8 @@ extension SecureEnclave.P256.KeyAgreement {
         ///   P-256 point; `errSecNotAvailable` when the TPM went away; `errSecDecode` when the Secure Enclave is not the
         ///   one that made the key.
         public func sharedSecretFromKeyAgreement(with publicKeyShare: Crypto.P256.KeyAgreement.PublicKey) throws -> SharedSecret {
-            try core.authorize(operation: "derive", defaultPrompt: "Agree on a key with a Secure Enclave key")
-            let x = try core.sharedX(peerX963: publicKeyShare.x963Representation)
+            let password = try core.authorize(operation: "derive", defaultPrompt: "Agree on a key with a Secure Enclave key")
+            let x = try core.sharedX(peerX963: publicKeyShare.x963Representation, authorization: password)
             // swift-crypto's SharedSecret has no public initialiser. The TPM gave the shared point's x coordinate;
             // agreeing the scalar 1 with a point of that x (either y: both share the x) yields exactly those bytes as
             // a SharedSecret, through swift-crypto's own ECDH (no ECDH here).

@@ -86,8 +86,8 @@ extension SecureEnclave.P256.Signing {
         /// - Throws: ``SecureEnclaveError``, as for the signature of data (`errSecAuthFailed`, `errSecUserCanceled`,
         ///   `errSecInteractionNotAllowed`, `errSecNotAvailable`, `errSecDecode`).
         public func signature<D: Crypto.Digest>(for digest: D) throws -> Crypto.P256.Signing.ECDSASignature {
-            try core.authorize(operation: "sign", defaultPrompt: "Sign with a Secure Enclave key")
-            let raw = try core.rawSignature(digest: Data(digest))
+            let password = try core.authorize(operation: "sign", defaultPrompt: "Sign with a Secure Enclave key")
+            let raw = try core.rawSignature(digest: Data(digest), authorization: password)
             do {
                 return try Crypto.P256.Signing.ECDSASignature(rawRepresentation: raw)
             } catch {

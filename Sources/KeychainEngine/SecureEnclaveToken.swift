@@ -48,7 +48,9 @@ public struct SecureEnclaveKey: Sendable, Hashable {
 ///   that went away. A failure never leaves the token holding what the call loaded.
 /// - Calls are thread safe. They block (hardware, I/O): call them off Swift's cooperative pool.
 /// - Access control is not the token's: the layers above (SecKey, CryptoKit's `SecureEnclave`) authenticate the
-///   person before each use of a key made with `.privateKeyUsage` and an authentication flag.
+///   person before each use of a key made with `.privateKeyUsage` and an authentication flag. The one exception is
+///   an authorization value (``createKey(_:authorization:)``): a token that can enforce one (the TPM) refuses a use
+///   without the right value itself; the layers above give it an `.applicationPassword` key's password.
 public protocol SecureEnclaveToken: Sendable {
     /// A short description for logs and `keystone doctor` ("TPM 2.0 at swtpm:port=2321", "emulated"). Never secret.
     var name: String { get }
@@ -68,4 +70,47 @@ public protocol SecureEnclaveToken: Sendable {
     /// - Throws: `errSecDecode` (not this token's key), `errSecParam` (wrong usage, invalid peer key),
     ///   `errSecNotAvailable` (token unreachable).
     func sharedSecret(peerX963: Data, with dataRepresentation: Data) throws(EngineError) -> Data
+
+    /// Makes a P-256 key whose every use needs `authorization`, enforced by the token itself (not by this process):
+    /// the TPM refuses a wrong value and counts it toward its dictionary-attack lockout.
+    /// - Throws: `errSecUnimplemented` for a token that cannot enforce an authorization value (the default
+    ///   implementation); `errSecParam` for an empty value; as ``createKey(_:)``.
+    func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data) throws(EngineError) -> SecureEnclaveKey
+    /// Whether the key needs an authorization value (made with ``createKey(_:authorization:)``). Default: false.
+    /// - Throws: `errSecDecode` when the bytes are not a key of this kind of token.
+    func requiresAuthorization(_ dataRepresentation: Data) throws(EngineError) -> Bool
+    /// ``signature(digest:with:)`` with the key's authorization value (nil for a key that needs none).
+    /// - Throws: `errSecAuthFailed` when the token refuses the value (or is locked out); `errSecUnimplemented` for a
+    ///   value given to a token that cannot enforce one (the default implementation); as ``signature(digest:with:)``.
+    func signature(digest: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data
+    /// ``sharedSecret(peerX963:with:)`` with the key's authorization value (nil for a key that needs none).
+    /// - Throws: as ``signature(digest:with:authorization:)``.
+    func sharedSecret(peerX963: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data
+}
+
+// Decision: a token that cannot enforce an authorization value (the emulated and software tokens) refuses keys that
+// need one (errSecUnimplemented) rather than emulate it by a comparison in this process: that would be exactly the
+// software check the engine's authentication gate already is, presented as hardware enforcement. An app that wants
+// `.applicationPassword` without a TPM gets the engine's gate (the key made without the flag's binding is refused,
+// so it notices).
+extension SecureEnclaveToken {
+    public func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data) throws(EngineError) -> SecureEnclaveKey {
+        throw EngineError(Status.unimplemented, "\(name) cannot bind a key to an authorization value (a password enforced by the hardware): use a TPM")
+    }
+
+    public func requiresAuthorization(_ dataRepresentation: Data) throws(EngineError) -> Bool { false }
+
+    public func signature(digest: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data {
+        guard authorization == nil else {
+            throw EngineError(Status.unimplemented, "\(name) cannot check a key's authorization value")
+        }
+        return try signature(digest: digest, with: dataRepresentation)
+    }
+
+    public func sharedSecret(peerX963: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data {
+        guard authorization == nil else {
+            throw EngineError(Status.unimplemented, "\(name) cannot check a key's authorization value")
+        }
+        return try sharedSecret(peerX963: peerX963, with: dataRepresentation)
+    }
 }

@@ -28,6 +28,8 @@ public final class LAContext: NSObject, Sendable {
     /// What ``canEvaluatePolicy(_:error:)`` and evaluations observed (Apple sets these properties then).
     private let observed = Locked<(biometryType: LABiometryType, domainState: Data?, biometryPolicy: LAPolicy)>((.none, nil, .deviceOwnerAuthenticationWithBiometrics))
     private let texts = Locked<(reason: String, cancel: String?, fallback: String?)>(("", nil, nil))
+    /// The application password ``setCredential(_:type:)`` set (never in a description or a log).
+    private let applicationPassword = Locked<Data?>(nil)
 
     /// A new context, with no reuse window and no recorded authentication.
     public override init() { super.init() }
@@ -183,17 +185,50 @@ public final class LAContext: NSObject, Sendable {
         }
     }
 
-    /// Would hand the context a credential, such as the application password of `.applicationPassword` items.
+    /// Hands the context the application password of `.applicationPassword` keys and items, as Apple's does:
+    /// operations that pass this context (`kSecUseAuthenticationContext`, CryptoKit's `authenticationContext:`) use it.
     ///
-    /// Keystone asks the engine's authenticator for application passwords, so a context cannot carry one:
-    /// setting a credential fails (false, Apple's failure result) and nothing is stored; clearing one (nil)
-    /// succeeds, as there is nothing to clear.
+    /// A Secure Enclave key (`kSecAttrTokenIDSecureEnclave`, CryptoKit's `SecureEnclave.P256…PrivateKey`) made with
+    /// `.applicationPassword` in its access control gets this password as its TPM authorization value when it is
+    /// made, and each use sends it to the TPM, which refuses a wrong one (`errSecAuthFailed`, counted toward its
+    /// dictionary-attack lockout).
+    ///
+    /// - Parameters:
+    ///   - credential: The password (Apple stores a typed one as UTF-8); nil removes the one set.
+    ///   - type: ``LACredentialType/applicationPassword``. Decision: ``LACredentialType/smartCardPIN`` is refused
+    ///     (false): Keystone has no smart card token that would use it.
+    /// - Returns: true when the credential was set or removed; false for a smart card PIN or after ``invalidate()``.
+    /// - Important: The password stays in this process's memory until it is removed or the context invalidated
+    ///   (then its bytes are overwritten, best effort: copies Foundation made are not). It never appears in a
+    ///   description, a log or an error.
     public func setCredential(_ credential: Data?, type: LACredentialType) -> Bool {
-        credential == nil
+        guard type == .applicationPassword else { return credential == nil }
+        if context.isInvalidated { return credential == nil }
+        applicationPassword.withLock { stored in
+            Self.wipe(&stored)
+            stored = credential.map { Data($0) }
+        }
+        return true
     }
 
-    /// Whether a credential of `type` is set: never on this platform (``setCredential(_:type:)`` stores none).
-    public func isCredentialSet(_ type: LACredentialType) -> Bool { false }
+    /// Whether a credential of `type` is set (``setCredential(_:type:)``).
+    public func isCredentialSet(_ type: LACredentialType) -> Bool {
+        type == .applicationPassword && !context.isInvalidated && applicationPassword.current != nil
+    }
+
+    /// The application password set with ``setCredential(_:type:)``; nil when none or after ``invalidate()``.
+    package var applicationPasswordCredential: Data? {
+        context.isInvalidated ? nil : applicationPassword.current
+    }
+
+    /// Overwrites the stored bytes, then drops them.
+    private static func wipe(_ stored: inout Data?) {
+        guard var bytes = stored else { return }
+        stored = nil
+        bytes.withUnsafeMutableBytes { raw in
+            if let base = raw.baseAddress { memset(base, 0, raw.count) }
+        }
+    }
 
     private func runOnOwnThread(named name: String, reply: @escaping (Bool, (any Error)?) -> Void,
                                 _ body: @escaping @Sendable (LAContext) -> LAError?) {
@@ -266,7 +301,10 @@ public final class LAContext: NSObject, Sendable {
         }
     }
 
-    /// Invalidates the context: later uses fail.
-    public func invalidate() { context.invalidate() }
+    /// Invalidates the context: later uses fail, and the application password set on it is overwritten and dropped.
+    public func invalidate() {
+        context.invalidate()
+        applicationPassword.withLock { Self.wipe(&$0) }
+    }
 }
 #endif

@@ -41,9 +41,18 @@ import KeychainEngine
 // - `kSecReturnData` of a Secure Enclave key item returns the token's opaque blob (Apple returns the token object's
 //   data), after the authentication the item's access control asks of any protected item's data.
 //
+// - `.applicationPassword` (see `SecKeyTokenKey.authorization(for:)`): the key is made with the password of the
+//   creation's `kSecUseAuthenticationContext` (`LAContext.setCredential(_:type: .applicationPassword)`) as its TPM
+//   authorization value, and each use sends the password of the context of the lookup (or of the creation) to the
+//   TPM, which refuses a wrong one itself (errSecAuthFailed, counted toward its dictionary-attack lockout). The
+//   other flags (`.userPresence`…) are still asked by the authentication gate first. A key stored with
+//   `.applicationPassword` before the TPM bound it (its blob needs no authorization) keeps the gate's check.
+//
 // - Important: What the hardware enforces: the private key cannot leave the TPM, and its blob is useless on any other
-//   TPM. What the software enforces: the access control (user presence, biometry) — the TPM key has no authorization
-//   value, so code of the same user that holds the blob can use the key through the TPM directly.
+//   TPM; for an `.applicationPassword` key, the password (a wrong one is refused and counted by the TPM, also for
+//   someone who calls the TPM directly with the blob). What the software enforces: the rest of the access control
+//   (user presence, biometry) — for those, code of the same user that holds the blob can use the key through the
+//   TPM directly.
 
 /// A private-key operation of a Secure Enclave key, named as LocalAuthentication's `LAAccessControlOperation` cases.
 enum SecKeyTokenOperation: String, Sendable {
@@ -70,6 +79,9 @@ struct SecKeyTokenUse: Sendable {
     /// False with `kSecUseAuthenticationUIFail` / `…Skip` (or `kSecUseNoAuthenticationUI`): a use that needs a
     /// prompt fails with errSecInteractionNotAllowed.
     var allowsInteraction = true
+    /// The `LAContext` passed, whose application password (`setCredential(_:type: .applicationPassword)`) an
+    /// `.applicationPassword` key sends to the token; read at each use, as the app may set it after the lookup.
+    var credentialContext: LAContext?
 
     init(context: AuthenticationContext? = nil, prompt: String? = nil, allowsInteraction: Bool = true) {
         self.context = context
@@ -83,6 +95,7 @@ struct SecKeyTokenUse: Sendable {
         switch value(kSecUseAuthenticationContext) {
         case let laContext as LAContext:
             context = laContext.context
+            credentialContext = laContext
             reason = laContext.localizedReason.isEmpty ? nil : laContext.localizedReason
         case let authenticationContext as AuthenticationContext:
             context = authenticationContext
@@ -109,6 +122,9 @@ final class SecKeyTokenKey: Sendable {
     let use: SecKeyTokenUse
     /// The authenticator's biometry domain state when the key object was made, for `.biometryCurrentSet`.
     let biometryBinding: Data?
+    /// Whether the token enforces the key's `.applicationPassword` (the key was made with it as its authorization
+    /// value); false for a key that needs none, whose `.applicationPassword` the authentication gate asks.
+    let passwordBound: Bool
 
     /// - Throws: ``SecKeyFailure`` (errSecDecode) when the token's public key is not a P-256 point.
     init(token: any SecureEnclaveToken, key: SecureEnclaveKey, accessControl: AccessControl?, use: SecKeyTokenUse) throws {
@@ -122,6 +138,8 @@ final class SecKeyTokenKey: Sendable {
         self.use = use
         biometryBinding = accessControl?.flags.contains(.biometryCurrentSet) == true
             ? KeychainServicesDefaults.currentAuthenticator().biometryDomainState : nil
+        passwordBound = accessControl?.flags.contains(.applicationPassword) == true
+            && (try? token.requiresAuthorization(key.dataRepresentation)) == true
     }
 
     // MARK: Creation and lookup
@@ -159,8 +177,16 @@ final class SecKeyTokenKey: Sendable {
         }
         let made: SecureEnclaveKey
         do {
-            made = try token.createKey(.general)
-        } catch {
+            if accessControl?.flags.contains(.applicationPassword) == true {
+                let use = SecKeyTokenUse(attribute)
+                let password = try applicationPassword(use, operation: "making the key")
+                made = try token.createKey(.general, authorization: password)
+            } else {
+                made = try token.createKey(.general)
+            }
+        } catch let error as SecKeyFailure {
+            throw error
+        } catch let error as EngineError {
             throw SecKeyFailure(error.status, "Key generation failed, error \(error.status): \(token.name): \(error.reason)")
         }
         let key = SecKey(material: .token(try SecKeyTokenKey(token: token, key: made, accessControl: accessControl,
@@ -206,8 +232,8 @@ final class SecKeyTokenKey: Sendable {
         var bytes = digest.withUnsafeBytes { Data($0) }
         if bytes.count > 32 { bytes = Data(bytes.prefix(32)) }
         if bytes.count < 32 { bytes = Data(count: 32 - bytes.count) + bytes }
-        let raw = try perform(.sign) { () throws(EngineError) in
-            try token.signature(digest: bytes, with: key.dataRepresentation)
+        let raw = try perform(.sign) { (password) throws(EngineError) in
+            try token.signature(digest: bytes, with: key.dataRepresentation, authorization: password)
         }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw) else {
             throw SecKeyFailure(errSecInternalComponent, "\(token.name) returned a signature that is not r || s of P-256")
@@ -220,8 +246,8 @@ final class SecKeyTokenKey: Sendable {
         guard case .p256(_, let theirs) = peer else {
             throw SecKeyFailure(errSecParam, "ECDH: the public key is on another curve than the private key")
         }
-        let x = try perform(operation) { () throws(EngineError) in
-            try token.sharedSecret(peerX963: theirs.x963Representation, with: key.dataRepresentation)
+        let x = try perform(operation) { (password) throws(EngineError) in
+            try token.sharedSecret(peerX963: theirs.x963Representation, with: key.dataRepresentation, authorization: password)
         }
         return try Self.sharedSecret(x: x)
     }
@@ -238,11 +264,12 @@ final class SecKeyTokenKey: Sendable {
         return secret
     }
 
-    /// Authenticates the use, then runs `body` against the token; token errors keep their status.
-    private func perform<T>(_ operation: SecKeyTokenOperation, _ body: () throws(EngineError) -> T) throws -> T {
-        try authorize(operation)
+    /// Authenticates the use, then runs `body` against the token with the key's authorization value (nil for a key
+    /// the token does not bind to a password); token errors keep their status.
+    private func perform<T>(_ operation: SecKeyTokenOperation, _ body: (Data?) throws(EngineError) -> T) throws -> T {
+        let password = try authorize(operation)
         do {
-            return try body()
+            return try body(password)
         } catch {
             switch error.status {
             case Status.decode:
@@ -255,14 +282,44 @@ final class SecKeyTokenKey: Sendable {
         }
     }
 
-    /// The authentication the key's access control asks before one use (see the top of this file).
+    /// The application password of `use`'s context, for a key the token binds to it.
+    ///
+    /// Decision: Apple's LocalAuthentication shows its own password dialog when the context carries no application
+    /// password ("If not set, the user is prompted for their password when needed"), and fails with
+    /// errSecInteractionNotAllowed where it may not show one (`kSecUseAuthenticationUIFail`, an `LAContext` with
+    /// `interactionNotAllowed`). Keystone has no such dialog (its authenticators check the login password or a
+    /// finger, never an app's own password), so: no UI allowed → errSecInteractionNotAllowed, as Apple's; UI allowed
+    /// → errSecAuthFailed, naming `LAContext.setCredential(_:type: .applicationPassword)`. Nothing is sent to the TPM
+    /// then, so a missing password never counts toward its lockout.
+    /// - Throws: ``SecKeyFailure`` (errSecInteractionNotAllowed, errSecAuthFailed).
+    static func applicationPassword(_ use: SecKeyTokenUse, operation: String) throws -> Data {
+        if let password = use.credentialContext?.applicationPasswordCredential { return password }
+        if !use.allowsInteraction || use.context?.interactionNotAllowed == true {
+            throw SecKeyFailure(errSecInteractionNotAllowed, "\(operation) with the Secure Enclave key needs its application password (.applicationPassword) and interaction is not allowed: set it with LAContext.setCredential(_:type: .applicationPassword) on the context passed as kSecUseAuthenticationContext")
+        }
+        throw SecKeyFailure(errSecAuthFailed, "\(operation) with the Secure Enclave key needs its application password (.applicationPassword), and Keystone shows no password dialog: set it with LAContext.setCredential(_:type: .applicationPassword) on the LAContext passed as kSecUseAuthenticationContext (of the creation or the lookup)")
+    }
+
+    /// The authentication the key's access control asks before one use (see the top of this file); returns the
+    /// application password the token checks, for a key it binds to one.
     ///
     /// - Throws: ``SecKeyFailure`` with errSecAuthFailed (no `.privateKeyUsage`, biometry changed, invalidated
-    ///   context, failed authentication), errSecUserCanceled, errSecInteractionNotAllowed.
-    func authorize(_ operation: SecKeyTokenOperation) throws {
-        guard let flags = accessControl?.flags, flags.requiresAuthentication else { return }
+    ///   context, failed authentication, no application password), errSecUserCanceled, errSecInteractionNotAllowed.
+    @discardableResult
+    func authorize(_ operation: SecKeyTokenOperation) throws -> Data? {
+        guard var flags = accessControl?.flags, flags.requiresAuthentication else { return nil }
         guard flags.contains(.privateKeyUsage) else {
             throw SecKeyFailure(errSecAuthFailed, "\(operation.words) with the Secure Enclave key is not allowed: its access control has authentication flags without .privateKeyUsage, which guard only the item's data; make the key with [.privateKeyUsage, …]")
+        }
+        var password: Data?
+        if passwordBound {
+            // The TPM checks the password: the gate asks only the other flags (none: nothing to ask).
+            if use.context?.isInvalidated == true {
+                throw SecKeyFailure(errSecAuthFailed, "\(operation.words) with the Secure Enclave key is not allowed: its LAContext was invalidated")
+            }
+            password = try Self.applicationPassword(use, operation: operation.words)
+            flags.remove(.applicationPassword)
+            guard flags.requiresAuthentication else { return password }
         }
         let authenticator = KeychainServicesDefaults.currentAuthenticator()
         if flags.contains(.biometryCurrentSet), let bound = biometryBinding, authenticator.biometryDomainState != bound {
@@ -275,6 +332,7 @@ final class SecKeyTokenKey: Sendable {
         } catch {
             throw SecKeyFailure(error.status, "\(operation.words) with the Secure Enclave key needs an authentication, which did not succeed: \(error.reason)")
         }
+        return password
     }
 }
 #endif

@@ -1,4 +1,5 @@
 #if os(Linux)
+import Crypto
 import Foundation
 import KeychainEngine
 import Synchronization
@@ -117,8 +118,24 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// - Throws: `errSecParam` for an empty PIN; as ``createKey(_:)``.
     public func createKey(_ usage: SecureEnclaveKeyUsage, pin: String) throws(EngineError) -> SecureEnclaveKey {
         guard !pin.isEmpty else { throw EngineError.param("a key's PIN cannot be empty") }
-        let authorization = TPMDevice.authorizationValue(pin: pin)
-        let key = try run { (tpm) throws(TPMError) in try tpm.createKey(Self.tpmUsage(usage), authorization: authorization) }
+        return try createKey(usage, authorization: Data(pin.utf8))
+    }
+
+    /// The TPM authorization value of a credential: its bytes when they fit the TPM's 32 (the PIN's UTF-8, as
+    /// tpm2-tools' `-p` and tpm2-openssl's `-passin` send it), else their SHA-256. The same rule as
+    /// ``TPMDevice/authorizationValue(pin:)``, so a key made with an `.applicationPassword` credential is used with
+    /// that password as its PIN by every tool.
+    static func authorizationValue(_ credential: Data) -> Data {
+        credential.count <= 32 ? credential : Data(SHA256.hash(data: credential))
+    }
+
+    /// Makes a key whose every use needs `authorization` (an `.applicationPassword` credential, a PIN's UTF-8),
+    /// enforced by the TPM as for ``createKey(_:pin:)``.
+    /// - Throws: `errSecParam` for an empty value; as ``createKey(_:)``.
+    public func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data) throws(EngineError) -> SecureEnclaveKey {
+        guard !authorization.isEmpty else { throw EngineError.param("a key's authorization value (its password) cannot be empty") }
+        let value = Self.authorizationValue(authorization)
+        let key = try run { (tpm) throws(TPMError) in try tpm.createKey(Self.tpmUsage(usage), authorization: value) }
         return SecureEnclaveKey(usage: usage, dataRepresentation: key.dataRepresentation, publicKeyX963: key.x963Representation)
     }
 
@@ -132,24 +149,41 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         }
     }
 
+    /// ``needsPIN(_:)``, for the `SecureEnclaveToken` protocol.
+    public func requiresAuthorization(_ dataRepresentation: Data) throws(EngineError) -> Bool {
+        try needsPIN(dataRepresentation)
+    }
+
     /// Signs with a key that needs its PIN (nil: a key without one).
     /// - Throws: `errSecAuthFailed` when the TPM refuses the PIN (the reason says how many attempts remain before
     ///   the lockout) or is locked out (the reason says "lockout" and within how many seconds it accepts a new
     ///   attempt); else as ``signature(digest:with:)``.
     public func signature(digest: Data, with dataRepresentation: Data, pin: String?) throws(EngineError) -> Data {
+        try signature(digest: digest, with: dataRepresentation, authorization: pin.map { Data($0.utf8) })
+    }
+
+    /// Signs with a key that needs its authorization value (nil: a key without one).
+    /// - Throws: as ``signature(digest:with:pin:)``.
+    public func signature(digest: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data {
         guard digest.count == 32 else { throw EngineError.param("a SHA-256 digest has 32 bytes, not \(digest.count)") }
-        let authorization = pin.map(TPMDevice.authorizationValue(pin:))
+        let value = authorization.map(Self.authorizationValue)
         return try run { (tpm) throws(TPMError) in
-            try tpm.signature(digest: digest, with: dataRepresentation, authorization: authorization).rawRepresentation
+            try tpm.signature(digest: digest, with: dataRepresentation, authorization: value).rawRepresentation
         }
     }
 
     /// ECDH with a key that needs its PIN (nil: a key without one).
     /// - Throws: as ``signature(digest:with:pin:)``.
     public func sharedSecret(peerX963: Data, with dataRepresentation: Data, pin: String?) throws(EngineError) -> Data {
-        let authorization = pin.map(TPMDevice.authorizationValue(pin:))
+        try sharedSecret(peerX963: peerX963, with: dataRepresentation, authorization: pin.map { Data($0.utf8) })
+    }
+
+    /// ECDH with a key that needs its authorization value (nil: a key without one).
+    /// - Throws: as ``signature(digest:with:pin:)``.
+    public func sharedSecret(peerX963: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data {
+        let value = authorization.map(Self.authorizationValue)
         return try run { (tpm) throws(TPMError) in
-            try tpm.sharedSecret(withX963: peerX963, using: dataRepresentation, authorization: authorization)
+            try tpm.sharedSecret(withX963: peerX963, using: dataRepresentation, authorization: value)
         }
     }
 

@@ -195,13 +195,20 @@ struct AddedLocalAuthenticationNameTests {
                  == [LABiometryType.none, .touchID, .faceID, .opticID].map(\.rawValue))
     }
 
-    @Test("a context cannot carry a credential, and has no biometry domain state")
+    @Test("a context carries an application password (set, removed, dropped by invalidate), never a smart card PIN, and has no biometry domain state")
     func credentials() {
         let context = LAContext()
-        #expect(!context.setCredential(Data("app password".utf8), type: .applicationPassword))
-        #expect(!context.isCredentialSet(.applicationPassword))
+        #expect(context.setCredential(Data("app password".utf8), type: .applicationPassword))
+        #expect(context.isCredentialSet(.applicationPassword))
+        #expect(!"\(context)".contains("app password"))
         #expect(context.setCredential(nil, type: .applicationPassword))
+        #expect(!context.isCredentialSet(.applicationPassword))
+        #expect(!context.setCredential(Data("1234".utf8), type: .smartCardPIN))
         #expect(!context.isCredentialSet(.smartCardPIN))
+        #expect(context.setCredential(Data("app password".utf8), type: .applicationPassword))
+        context.invalidate()
+        #expect(!context.isCredentialSet(.applicationPassword))
+        #expect(!context.setCredential(Data("again".utf8), type: .applicationPassword))
         #expect(context.evaluatedPolicyDomainState == nil)
     }
 }
