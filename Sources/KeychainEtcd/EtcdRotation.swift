@@ -19,8 +19,11 @@ import KeychainSealing
 //    the key tags change), in one transaction that compares each row's mod revision and advances the record's
 //    cursor. A row another machine changed meanwhile fails the compare: that machine wins, the rotator reads the page
 //    again and retries.
-// 4. *verify*: the scan runs again from the start; rows a writer sealed under the old generation before it read the
+// 4. *verify*: the scan runs again from the start, at least ``EtcdKeyViews/refreshInterval`` after the distribution
+//    (every writer has read its keys again by then); rows a writer sealed under the old generation before it read the
 //    new one are re-sealed. When a pass finds none, the rotation is complete (the record's `rotation` is cleared).
+//    A writer whose refresh fails does not seal at all (its write fails), so no writer seals under the old generation
+//    longer than that interval after the distribution. (A process whose clock stops is the case left.)
 //
 // Decision: rotation re-seals the current rows (`…/k/…`). History rows and tombstones (E1's `…/h/…`) keep the
 // generation they were written under: they hold versions already readable to whoever held that generation.
@@ -125,7 +128,15 @@ extension EtcdKeychain {
         }
         var mine = 0
         var conflicts = 0
+        let resealStarted = Date()
         while true {
+            if state.phase == .verify {
+                // Decision: the verify pass starts at least one key-refresh interval after the new generation was
+                // distributed: every writer reads its keys again before sealing at most that long after, so a row
+                // a writer sealed under the old generation was written before this pass reads it, and is re-sealed.
+                let wait = EtcdKeyViews.refreshInterval - Date().timeIntervalSince(resealStarted)
+                if wait > 0 { usleep(UInt32(min(wait, 60) * 1_000_000)) }
+            }
             while true {
                 let page = try Self.etcd { try client.range(prefix: keyspace.allItems, limit: batchSize, startingAfter: state.cursor) }
                 if page.kvs.isEmpty { break }
