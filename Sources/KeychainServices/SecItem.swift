@@ -171,9 +171,20 @@ public enum SecItemBridge {
         case .data(let data): return SecItemData(copying: data)
         case .array(let items): return NSArray(array: items.map(object(_:)))
         case .attributes(let attributes):
-            let dictionary = NSMutableDictionary(capacity: attributes.count)
-            for (key, value) in attributes { dictionary[NSString(string: key)] = object(value) }
-            return dictionary
+            // Made in one call from arrays of keys and objects: setting each key through the subscript converts it
+            // to AnyHashable and back (a third of a kSecReturnAttributes read, measured).
+            var keys: [NSObject] = [], objects: [AnyObject] = []
+            keys.reserveCapacity(attributes.count)
+            objects.reserveCapacity(attributes.count)
+            for (key, value) in attributes {
+                keys.append(NSString(string: key))
+                objects.append(object(value))
+            }
+            return objects.withUnsafeBufferPointer { objects in
+                keys.withUnsafeBufferPointer { keys in
+                    NSMutableDictionary(objects: objects.baseAddress, forKeys: keys.baseAddress, count: keys.count)
+                }
+            }
         }
     }
 

@@ -24,7 +24,7 @@ struct SecItemBenchmarkOptions {
       --rounds R              rounds; each figure is the median round (default 5)
       --file-iterations M     keychain-file reads per round (default 20000)
       --durable-iterations D  durable keychain-file writes (default 300)
-      --profile MODE          loop one path for a profiler: memory-dictionary, memory-typed, memory-read, file-dictionary
+      --profile MODE          loop one path for a profiler: memory-dictionary, memory-typed, memory-read, memory-attributes, file-dictionary
     """
 
     static func parse(_ arguments: ArraySlice<String>) -> SecItemBenchmarkOptions? {
@@ -33,7 +33,7 @@ struct SecItemBenchmarkOptions {
                                        valued: ["--iterations", "--rounds", "--file-iterations", "--durable-iterations", "--profile"]) { name, value in
             switch name {
             case "--profile":
-                guard let value, ["memory-dictionary", "memory-typed", "memory-read", "file-dictionary"].contains(value) else { return "unknown profile mode" }
+                guard let value, ["memory-dictionary", "memory-typed", "memory-read", "memory-attributes", "file-dictionary"].contains(value) else { return "unknown profile mode" }
                 options.profile = value
                 return nil
             default:
@@ -136,7 +136,9 @@ func runSecItemPathBenchmarks(_ options: SecItemBenchmarkOptions) -> Int32 {
             return 0
         }
         for i in 0..<n {
-            if profile == "memory-read" {
+            if profile == "memory-attributes" {
+                _ = dictionaryAttributesRead(account: accounts[i % 1000])
+            } else if profile == "memory-read" {
                 _ = dictionaryRead(account: accounts[i % 1000])
             } else if profile == "memory-typed" {
                 try? memoryKeychain.save(payload, for: items[i % 1000])
