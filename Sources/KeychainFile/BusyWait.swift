@@ -10,7 +10,7 @@ import Darwin
 //
 // The file's own connection runs with SQLite's busy timeout at 0: a statement that needs a lock another connection
 // (another process, or another instance in this one) holds fails at once with SQLITE_BUSY. The operation then
-// releases the mutex, sleeps (backing off from 1 ms to 50 ms), and runs again from the start, until
+// releases the mutex, sleeps (backing off from 25 µs to 50 ms), and runs again from the start, until
 // ``KeychainFile/busyTimeout`` has passed; then it fails with `errSecNotAvailable` naming the file and, when the
 // kernel says, the process holding the lock. Meanwhile every other thread can use the instance: `lockState`,
 // `lock()`, reads (a WAL reader is not blocked by a writer), and other writes that will meet the same wait.
@@ -101,7 +101,11 @@ struct BusyWaiter {
                 + (holder.map { "\($0) holds its lock" } ?? "another connection holds its lock")
                 + "; try again when it is done, or wait longer (KeychainFile.busyTimeout, \(KeychainFile.busyTimeoutVariable))")
         }
-        let backoff = min(50_000, 1_000 << min(attempt - 1, 6))
+        // From 25 µs, doubling to 50 ms: another process's writer holds the lock for the microseconds of its transaction
+        // (its flush runs after it lets go, group commit), so the first tries come soon; a long holder (a
+        // migration, the sqlite3 tool) is polled ever more rarely. (From 1 ms, 8 processes adding at once got less
+        // than one process's throughput: each conflict slept far longer than the lock was held.)
+        let backoff = min(50_000, 25 << min(attempt - 1, 11))
         let left = limit - elapsed
         let microseconds = min(Int64(backoff), max(1, left.components.seconds * 1_000_000 + left.components.attoseconds / 1_000_000_000_000))
         usleep(UInt32(microseconds))

@@ -104,11 +104,22 @@ struct Header: Equatable {
     ///   `errSecWrongSecVersion` (a newer format, or a sealing scheme this version does not know); `SQLiteError`
     ///   when SQLite cannot read the file.
     static func read(from db: SQLiteConnection) throws -> Header {
+        try decode(try fields(from: db))
+    }
+
+    /// The header's stored fields, undecoded (inside the caller's transaction).
+    static func fields(from db: SQLiteConnection) throws -> [String: Data] {
         var values: [String: Data] = [:]
         let statement = try db.statement("SELECT name, value FROM keystone_header")
+        defer { statement.reset() }
         while try statement.step() {
             if let name = statement.text(0), let value = statement.data(1) { values[name] = value }
         }
+        return values
+    }
+
+    /// Decodes and validates stored fields (the errors of ``read(from:)``).
+    static func decode(_ values: [String: Data]) throws -> Header {
         guard values["magic"] == Data(FileFormat.magic.utf8) else {
             throw EngineError(Status.invalidKeychain, "the file is not a Keystone keychain")
         }

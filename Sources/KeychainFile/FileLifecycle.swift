@@ -81,16 +81,25 @@ extension KeychainFile {
         let header = Header(version: version, password: password, sealed: sealed, settings: settings, epoch: 0,
                             fileID: fileID, keyCheck: KeySet(master: master).check(fileID: fileID))
         let temporary = try build(for: path, header: header)
-        defer {
+        var released = false
+        func release() {
+            guard !released else { return }
+            released = true
             for suffix in ["", "-wal", "-shm"] { unlink(temporary.path + suffix) }
             close(temporary.fd)  // after unlinking: until then its lock says the build is alive
         }
+        defer { release() }
         if link(temporary.path, path) != 0 {
             let code = errno
             if code == EEXIST { throw EngineError(Status.duplicateKeychain, "a keychain already exists at \(path)") }
             throw EngineError(Status.wrPerm, "cannot create \(path): \(String(cString: strerror(code)))")
         }
         syncDirectory(directory)
+        // The build's descriptor is closed before SQLite opens the file: it is the same file (a hard link), and
+        // closing a descriptor drops every POSIX lock this process holds on the file, SQLite's included. Closed
+        // after, it dropped the connection's shared lock, so another process's connection (the sqlite3 tool) closing
+        // found itself the last, checkpointed and deleted the log this instance still wrote to.
+        release()
         let (db, written, device, inode) = try openChecked(path)
         let file = KeychainFile(path: path, db: db, header: written, device: device, inode: inode, secureEnclave: secureEnclave)
         do {

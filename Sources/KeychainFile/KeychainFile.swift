@@ -102,6 +102,8 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     var epoch: Int64
     var dataVersion: Int64 = -1
     var inTransaction = false
+    /// The header fields ``refresh()`` last decoded, with what they decoded to.
+    var lastHeaderFields: ([String: Data], Header)?
     /// Whether writes share log flushes (``groupCommitEnabled``, `GroupCommit.swift`).
     var groupCommit = true
     /// The transaction this instance's connection runs now (a write, or a read under the mutex); mutex held.
@@ -386,9 +388,15 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
         return statement.int64(0)
     }
 
+    /// The header as stored now; decoded again only when its stored fields changed since the last read (another
+    /// process's item writes change the file's data version, not its header).
     private func readHeaderInTransaction() throws -> Header {
-        try db.exec("BEGIN")
-        defer { try? db.exec("COMMIT") }
-        return try Header.read(from: db)
+        try db.statement("BEGIN").run()
+        defer { try? db.statement("COMMIT").run() }
+        let fields = try Header.fields(from: db)
+        if let (known, decoded) = lastHeaderFields, known == fields { return decoded }
+        let decoded = try Header.decode(fields)
+        lastHeaderFields = (fields, decoded)
+        return decoded
     }
 }

@@ -257,3 +257,70 @@ struct ParallelReaderTests {
         #expect(try engine.secret("many", "a1") == "v1")
     }
 }
+
+@Suite("Keychain file: group commit and other processes' writes", .serialized)
+struct GroupCommitForeignWriterTests {
+    @Test("a row another process (the sqlite3 tool) changed after group-committed writes is read back, as damaged")
+    func foreignWriteAfterGroupCommit() throws {
+        guard let tool = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            Issue.record("sqlite3 is not installed (apt-get install sqlite3)")
+            return
+        }
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        let engine = KeychainEngine(storage: file)
+        try engine.add(genp("foreign", "a", [Key.valueData: .data(Data("A".utf8))]))
+        try engine.add(genp("foreign", "b", [Key.valueData: .data(Data("B".utf8))]))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = [path, "UPDATE genp SET payload = (SELECT payload FROM genp WHERE rowid = 2) WHERE rowid = 1;"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(fileStatus { _ = try engine.secret("foreign", "a") } == Status.decode)
+        #expect(try engine.secret("foreign", "b") == "B")
+    }
+}
+
+extension GroupCommitForeignWriterTests {
+    @Test("rows swapped by the sqlite3 tool in a new keychain read back as damaged, and later writes reach the file others read",
+          arguments: [0, 1, 2])
+    func foreignSwapAfterDirectWrites(variant: Int) throws {
+        guard let tool = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            Issue.record("sqlite3 is not installed (apt-get install sqlite3)")
+            return
+        }
+        let path = TempDir().path()
+        let file = try KeychainFile.create(at: path, password: "pw")
+        if variant == 1 { file.groupCommitEnabled = false }
+        if variant == 2 { file.withMutex { file.pooledReads = false } }
+        func item(_ account: String) -> StoredItem {
+            StoredItem(itemClass: .genericPassword, attributes: [Key.service: .string("svc"), Key.account: .string(account),
+                       Key.accessGroup: .string("g"), Key.synchronizable: .bool(false), Key.accessible: .string("ak")],
+                       secret: Data(account.utf8))
+        }
+        let damaged = try file.write { try $0.insert(item("a")) }
+        _ = try file.write { try $0.insert(item("b")) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = [path, "UPDATE genp SET payload = (SELECT payload FROM genp WHERE rowid <> \(damaged) LIMIT 1), wrapped = (SELECT wrapped FROM genp WHERE rowid <> \(damaged) LIMIT 1) WHERE rowid = \(damaged);"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let direct = try file.read { try $0.candidate(in: .genericPassword, rowID: damaged) }
+        guard case .unreadable? = direct else { Issue.record("not reported damaged: \(String(describing: direct))"); return }
+        // The engine goes over the table (search, update and delete of the others): the damaged row stays readable as damaged.
+        let engine = KeychainEngine(storage: file)
+        _ = try? engine.copyMatching([Key.class: .string("genp"), Key.matchLimit: .string(Key.matchLimitAll), Key.returnData: .bool(true)])
+        #expect(fileStatus { try engine.update([Key.class: .string("genp"), Key.service: .string("svc")], with: [Key.label: .string("touched")]) } == 0)
+        #expect(fileStatus { try engine.delete([Key.class: .string("genp"), Key.account: .string("b")]) } == 0)
+        // The log the instance writes is the one at the file's name (the sqlite3 tool did not take it as the last
+        // connection and delete it), so a new instance sees the writes.
+        var log = stat()
+        #expect(stat(path + "-wal", &log) == 0 && log.st_size > 0)
+        let again = try KeychainFile.open(at: path)
+        if again.lockState != .unlocked { try again.unlock(password: "pw") }
+        #expect(try again.read { try $0.candidates(in: .genericPassword, matching: [Key.account: .string("b")]) }.isEmpty)
+        #expect(try file.read { try $0.candidate(in: .genericPassword, rowID: damaged) } != nil)
+    }
+}
