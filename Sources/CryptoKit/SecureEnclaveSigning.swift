@@ -14,6 +14,10 @@ extension SecureEnclave.P256.Signing {
     ///   the access control (an authentication before each signature) is enforced in software: someone who can run
     ///   code as the user and holds ``dataRepresentation`` can sign without the prompt. Clearing or losing the TPM
     ///   loses the key. See ``SecureEnclave``.
+    ///
+    /// With `.applicationPassword` (and `.privateKeyUsage`) the key is made with the `authenticationContext`'s
+    /// application password (`LAContext.setCredential(_:type: .applicationPassword)`) as its TPM authorization value:
+    /// the TPM, not this library, refuses a wrong one. See ``SecureEnclave``.
     public struct PrivateKey: Sendable, CustomStringConvertible, CustomReflectable {
         let core: EnclaveKeyCore
 
@@ -40,7 +44,9 @@ extension SecureEnclave.P256.Signing {
         ///     `interactionNotAllowed` makes a needed prompt fail instead.
         /// - Throws: ``SecureEnclaveError`` with `errSecUnimplemented` (no Secure Enclave: check
         ///   ``SecureEnclave/isAvailable``), `errSecNotAvailable` (the TPM cannot be reached), `errSecParam`
-        ///   (authentication flags without `.privateKeyUsage`), `errSecInternalComponent` (the TPM failed).
+        ///   (authentication flags without `.privateKeyUsage`), `errSecAuthFailed` /
+        ///   `errSecInteractionNotAllowed` (`.applicationPassword` and no password on `authenticationContext`),
+        ///   `errSecInternalComponent` (the TPM failed).
         /// - Important: Blocks while the TPM makes the key (tens of milliseconds on hardware).
         public init(compactRepresentable: Bool = true,
                     accessControl: SecAccessControl = SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly, [], nil)!,
