@@ -100,6 +100,8 @@ public final class EtcdKeychain: KeychainStorage {
 
     /// How many times a transaction runs again after losing a compare-and-swap before giving up.
     static let maximumAttempts = 64
+    /// How many times it runs again after losing only on the HEAD record (other writes of other items).
+    static let maximumHeadAttempts = 1_024
 
     private init(configuration: EtcdConfiguration, client: EtcdClient, header: EtcdKeychainHeader, revision: Int64) {
         self.configuration = configuration
@@ -421,7 +423,12 @@ public final class EtcdKeychain: KeychainStorage {
         var backoff: UInt32 = 1_000
         var start = EtcdTransaction.Start.guessing(sequence: state.withLock { $0.sequenceHint }, head: headHint.current)
         var marks: EtcdHighWater.Snapshot?
-        for _ in 0..<Self.maximumAttempts {
+        // Decision: an attempt that lost only on the HEAD record (another write of the keychain committed first, none
+        // of this body's keys changed) counts apart, with a larger budget: every write of a keychain is ordered by
+        // HEAD, so many writers of different items collide there without contending for anything this body decided on.
+        var attempts = 0, headOnly = 0
+        while attempts < Self.maximumAttempts && headOnly < Self.maximumHeadAttempts {
+            attempts += 1
             let (keys, id, headerRevision) = try snapshotKeys()
             // The rollback marks are taken before the attempt's first read; an attempt that starts from what a failed
             // commit read keeps the previous attempt's (marks raised meanwhile are newer than that snapshot).
@@ -454,15 +461,21 @@ public final class EtcdKeychain: KeychainStorage {
                 start = .fresh
             case .conflict(let snapshot):
                 start = snapshot.map { .snapshot($0) } ?? .fresh
+                if transaction.headOnlyConflict {
+                    attempts -= 1
+                    headOnly += 1
+                }
                 // A wrong guess is no collision. Otherwise another machine changed what this body read: run it again,
                 // after a short, growing, random pause so that racing writers do not keep colliding.
-                if !transaction.guessed {
+                if transaction.headOnlyConflict {
+                    usleep(UInt32.random(in: 0...1_000))  // another write went first: no contention on this body's keys
+                } else if !transaction.guessed {
                     usleep(UInt32.random(in: 0...backoff))
                     backoff = min(backoff * 2, 64_000)
                 }
             }
         }
-        throw EngineError(Status.notAvailable, "the items this change needs kept being changed by other machines (\(Self.maximumAttempts) attempts); nothing was changed: try again")
+        throw EngineError(Status.notAvailable, "the items this change needs kept being changed by other machines (\(attempts + headOnly) attempts); nothing was changed: try again")
     }
 
     /// Runs `body`, turning the client's errors into engine errors.

@@ -116,6 +116,8 @@ final class EtcdTransaction: StorageWriter {
     let marks: EtcdHighWater.Snapshot
     /// Whether the body was given a guess rather than a value read.
     private(set) var guessed = false
+    /// Whether the last commit lost only on the HEAD record (every other key it compared was unchanged).
+    private(set) var headOnlyConflict = false
 
     init(keychain: EtcdKeychain, keys: KeySet?, keychainID: Data, headerRevision: Int64, writing: Bool, start: Start = .fresh,
          marks: EtcdHighWater.Snapshot? = nil) {
@@ -819,6 +821,8 @@ final class EtcdTransaction: StorageWriter {
             guard case .range(let found) = response else { return .conflict(nil) }
             values[key] = found.kvs.first.map { ($0.value, $0.modRevision) } ?? (nil, 0)
         }
+        headOnlyConflict = !guessed && values.count == watched.count
+            && values.allSatisfy { key, found in key == keyspace.head || found.modRevision == (seen[key]?.modRevision ?? 0) }
         return .conflict(values.count == watched.count ? Snapshot(revision: result.revision, values: values, tombstones: oldestTombstones) : nil)
     }
 
@@ -843,6 +847,14 @@ final class EtcdTransaction: StorageWriter {
     /// a commit that only deleted counts as applied when every key it deleted is gone.
     private func resolveIndeterminate(_ operations: [EtcdOperation], reason: String) throws -> Outcome {
         do {
+            // The audit entry of this transaction's HEAD counter is a key only one commit can write: found with this
+            // commit's bytes, it was applied; with other bytes, another commit took the counter. Then HEAD itself.
+            let auditPrefix = keyspace.prefix + Data("audit/".utf8)
+            for case .put(let key, let value) in operations where key.starts(with: auditPrefix) || key == keyspace.head {
+                guard let found = try client.range(key).kvs.first else { continue }
+                if found.value == value { return .committed(revision: found.modRevision) }
+                if key.starts(with: auditPrefix) { return .conflict(nil) }
+            }
             let itemPut = operations.first { if case .put(let key, _) = $0 { return key.starts(with: keyspace.allItems) }; return false }
             if case .put(let key, let value)? = itemPut {
                 let found = try client.range(key).kvs.first
