@@ -98,6 +98,25 @@ extension EtcdKeychain {
         }
     }
 
+    /// Whether every read of this keychain writes an audit entry (``setAuditsReads(_:)``).
+    public var auditsReads: Bool { headerSnapshot.auditReads ?? false }
+
+    /// Makes every read of this keychain, on every machine, write an audit entry naming the items it opened (their
+    /// digests and versions, never a name or a secret), or stops it (compare-and-swap on the header).
+    ///
+    /// An audited read fails when its entry cannot be written: its result is not returned (fail-closed). Cost: the
+    /// entry is one more etcd write (a Raft commit) per read that opened an item, and it competes with every write of
+    /// the keychain for the HEAD: an audited read is as slow as a write. Reads that open nothing (not found, locked)
+    /// write no entry.
+    ///
+    /// Each machine follows the setting from its next unlock or write (reads do not read the header, so that a point
+    /// read stays one etcd request): a replica that only reads audits its reads once it unlocks again.
+    ///
+    /// - Throws: `errSecNotAvailable` when the cluster does not answer or the header changed meanwhile.
+    public func setAuditsReads(_ on: Bool) throws {
+        try changeHeader { $0.auditReads = on }
+    }
+
     /// Runs `body` (SecItemUpdate calls, or `SecItemAdd` with an update on duplicate) so that every update it makes
     /// on this keychain first checks that the item is still at `expectedVersion`.
     ///

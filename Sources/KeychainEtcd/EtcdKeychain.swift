@@ -411,7 +411,12 @@ public final class EtcdKeychain: KeychainStorage {
             let transaction = EtcdTransaction(keychain: self, keys: keys, keychainID: id, headerRevision: headerRevision, writing: false)
             defer { transaction.flushMarks() }
             do {
-                return try Self.etcd { try body(transaction) }
+                let result = try Self.etcd { try body(transaction) }
+                // An audited read: its entry is written before its result is returned, or the read fails (fail-closed).
+                if !transaction.readEvents.isEmpty, state.withLock({ $0.header.auditReads ?? false }) {
+                    try appendAuditEntry(transaction.readEvents)
+                }
+                return result
             } catch is EtcdTransaction.SnapshotCompacted {
                 continue  // the snapshot's revision was compacted away while the body ran: take a new one
             }

@@ -33,6 +33,8 @@ struct EtcdKeychainHeader: Codable, Sendable, Hashable {
     var tombstoneRetention: TimeInterval? = nil
     /// Whether every update must state the item version it read (check-and-set; nil: false).
     var requireCheckAndSet: Bool? = nil
+    /// Whether every read writes an audit entry naming the items it opened (``EtcdKeychain/setAuditsReads(_:)``); nil: no.
+    var auditReads: Bool? = nil
 
     static let defaultMaxVersions = 10
     static let defaultRetention: TimeInterval = 30 * 24 * 3600

@@ -97,6 +97,8 @@ final class EtcdTransaction: StorageWriter {
     private var extraOperations: [EtcdOperation] = []
     /// What the transaction changes, for the audit log.
     private var events: [EtcdAuditEvent] = []
+    /// In a read transaction, the items it opened (an audited read's entry: ``EtcdKeychain/read(_:)``).
+    private(set) var readEvents: [EtcdAuditEvent] = []
     /// The item rows written (class, digest, version) and the items erased, for this machine's rollback marks.
     private var written: [(ItemClass, Data, UInt64)] = []
     private var erased: [(ItemClass, Data)] = []
@@ -288,6 +290,7 @@ final class EtcdTransaction: StorageWriter {
             try highWater.check(cls, primaryKey, counter: row.counter ?? 0, version: row.version ?? 0, against: marks,
                                 keychain: keychain.configuration.name, pending: &pending)
             if let pending, !pending.isEmpty { seenMarks += pending }
+            if !writing { readEvents.append(EtcdAuditEvent(kind: .read, itemClass: cls, digest: primaryKey, version: row.version ?? 0)) }
         }
         return opened
     }

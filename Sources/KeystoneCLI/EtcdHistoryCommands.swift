@@ -19,28 +19,35 @@ var etcdHistoryVerbs: [any ParsableCommand.Type] {
 struct HistorySettings: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history-settings",
-        abstract: "Show or change an etcd keychain's item history settings (versions kept, deleted-item retention, required check-and-set).")
+        abstract: "Show or change an etcd keychain's item history settings (versions kept, deleted-item retention, required check-and-set, audited reads).")
     @Option(name: .customLong("max-versions"), help: "Versions kept per item, the current one included (1...100; default 10).") var maxVersions: Int?
     @Option(name: .customLong("retention-days"), help: "Days a deleted item can be undeleted before a later write purges it (default 30).") var retentionDays: Double?
     @Option(name: .customLong("require-check-and-set"), help: "on: every update must state the version it read (add -U --if-version N); off: optional.")
     var requireCheckAndSet: String?
+    @Option(name: .customLong("audit-reads"), help: "on: every read that opens an item writes an audit entry first, on every machine from its next unlock (a read then costs a write); off: only changes are audited.")
+    var auditReads: String?
     @Argument(help: "The etcd keychain (default: the default keychain).") var keychain: String?
 
     mutating func run() throws {
         let function = "SecKeychainSetSettings"
         let (etcd, spec) = try HistoryVerbs.keychain(keychain, function: function)
-        var require: Bool?
-        switch requireCheckAndSet {
-        case nil: require = nil
-        case "on", "yes", "true", "1": require = true
-        case "off", "no", "false", "0": require = false
-        default: throw ValidationError("--require-check-and-set takes on or off")
+        func onOff(_ value: String?, _ option: String) throws -> Bool? {
+            switch value {
+            case nil: return nil
+            case "on", "yes", "true", "1": return true
+            case "off", "no", "false", "0": return false
+            default: throw ValidationError("\(option) takes on or off")
+            }
+        }
+        let require = try onOff(requireCheckAndSet, "--require-check-and-set")
+        if let audit = try onOff(auditReads, "--audit-reads") {
+            try call(function) { try etcd.setAuditsReads(audit) }
         }
         if maxVersions != nil || retentionDays != nil || require != nil {
             let (versions, days) = (maxVersions, retentionDays)
             try call(function) { try etcd.setHistoryPolicy(maxVersions: versions, tombstoneRetention: days.map { $0 * 86_400 }, requireCheckAndSet: require) }
         }
-        writeOut("keychain: \"\(spec)\"\nversions kept per item: \(etcd.maxVersions)\ndeleted items kept for: \(etcd.tombstoneRetention / 86_400) days\ncheck-and-set required: \(etcd.requiresCheckAndSet ? "yes" : "no")\n")
+        writeOut("keychain: \"\(spec)\"\nversions kept per item: \(etcd.maxVersions)\ndeleted items kept for: \(etcd.tombstoneRetention / 86_400) days\ncheck-and-set required: \(etcd.requiresCheckAndSet ? "yes" : "no")\nreads audited: \(etcd.auditsReads ? "yes" : "no")\n")
     }
 }
 

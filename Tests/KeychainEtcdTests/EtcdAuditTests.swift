@@ -223,3 +223,70 @@ extension EtcdAuditTests {
     }
 }
 #endif
+#if NIO && !canImport(Darwin)
+extension EtcdAuditTests {
+    @Test("a keychain that audits reads: a read that opens an item appends a read entry (its digest and version) before returning; a read that finds nothing appends none; turned off, reads append nothing")
+    func auditedReads() throws {
+        let (keychain, name) = try keychainWithFiveEntries("reads")
+        #expect(!keychain.auditsReads)
+        let engine = KeychainEngine(storage: keychain)
+        _ = try engine.copyMatching(genp("audited-service", "account-1"))
+        #expect(try keychain.auditLog().headCounter == 5, "reads are not audited by default")
+
+        try keychain.setAuditsReads(true)
+        #expect(keychain.auditsReads)
+        _ = try engine.copyMatching(genp("audited-service", "account-2"))
+        var report = try keychain.auditLog()
+        #expect(report.isIntact, "\(report.problems)")
+        #expect(report.headCounter == 6)
+        let read = try #require(report.entries.last?.events.first)
+        #expect(read.operation == "read")
+        #expect(read.version == 2, "account-2 was added, then updated")
+        #expect(read.item == report.entries[3].events[0].item, "the read names the item the update named")
+        #expect(status { _ = try engine.copyMatching(genp("audited-service", "no-such-account")) } == Status.itemNotFound)
+        #expect(try keychain.auditLog().headCounter == 6, "a read that opened nothing writes no entry")
+
+        // Another machine follows the setting from its unlock.
+        let other = try EtcdKeychain.open(try EtcdConfiguration(url: cluster.url(name: name, members: [1]), environment: [:]))
+        try other.unlock(password: "pw")
+        _ = try KeychainEngine(storage: other).copyMatching(genp("audited-service", "account-1"))
+        report = try keychain.auditLog()
+        #expect(report.headCounter == 7 && report.entries.last?.events.first?.operation == "read")
+
+        try keychain.setAuditsReads(false)
+        _ = try engine.copyMatching(genp("audited-service", "account-1"))
+        #expect(try keychain.auditLog().headCounter == 7)
+    }
+}
+
+extension EtcdAuditFailClosedTests {
+    @Test("an audited read whose entry etcd refuses (a role without the audit prefix) fails with errSecWrPerm and returns nothing")
+    func auditedReadFailsClosed() throws {
+        let cluster = try EtcdTestCluster.start(.init(members: 1))
+        defer { cluster.stop() }
+        try cluster.enableAuthentication(rootPassword: "root-pw")
+        let name = "failclosed-reads"
+        let prefix = "keystone/v1/\(name)/"
+        try cluster.etcdctl(["user", "add", "reader", "--interactive=false"], input: Data("reader-pw\n".utf8))
+        try cluster.etcdctl(["role", "add", "keychain-but-audit"])
+        try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix, prefix + "audit/"])
+        try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix + "audit0", "keystone/v1/\(name)0"])
+        try cluster.etcdctl(["user", "grant-role", "reader", "keychain-but-audit"])
+
+        let root = try EtcdConfiguration(url: cluster.url(name: name, query: "user=root"), environment: ["KEYSTONE_ETCD_PASSWORD": "root-pw"])
+        let ownerKeychain = try EtcdKeychain.create(root, password: "pw")
+        let owner = KeychainEngine(storage: ownerKeychain)
+        try owner.add(genp("svc", "token", [Key.valueData: .data(Data("s3cret".utf8))]))
+
+        let reader = try EtcdKeychain.open(try EtcdConfiguration(url: cluster.url(name: name, query: "user=reader"), environment: ["KEYSTONE_ETCD_PASSWORD": "reader-pw"]))
+        try reader.unlock(password: "pw")
+        let engine = KeychainEngine(storage: reader)
+        #expect(status { _ = try engine.copyMatching(genp("svc", "token")) } == Status.success, "reads are not audited yet")
+        try ownerKeychain.setAuditsReads(true)
+        try reader.unlock(password: "pw")
+        var result: ItemResult?
+        #expect(status { result = try engine.copyMatching(genp("svc", "token")) } == Status.wrPerm)
+        #expect(result == nil)
+    }
+}
+#endif

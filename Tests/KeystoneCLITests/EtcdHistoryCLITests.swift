@@ -48,6 +48,16 @@ struct EtcdHistoryCLITests {
         #expect(try Self.run(box, ["add-generic-password", "-U"] + generic + ["-w", "three", url]).status == Self.exitCode(Status.dataNotModifiable))
         #expect(try Self.run(box, ["add-generic-password", "-U", "--if-version", "2"] + generic + ["-w", "three", url]).status == 0)
         #expect(try Self.run(box, ["find-generic-password"] + generic + ["-w", url]).stdout == "three\n")
+        #expect(try Self.run(box, ["history-settings", "--require-check-and-set", "off", url]).stdout.contains("required: no"))
+
+        // Audited reads: the next read appends an entry before it prints the secret.
+        let auditedBefore = try Self.run(box, ["audit", "list", url]).stdout
+        #expect(try Self.run(box, ["history-settings", "--audit-reads", "on", url]).stdout.contains("reads audited: yes"))
+        #expect(try Self.run(box, ["find-generic-password"] + generic + ["-w", url]).stdout == "three\n")
+        let auditedAfter = try Self.run(box, ["audit", "list", url]).stdout
+        #expect(auditedAfter.components(separatedBy: " read ").count == auditedBefore.components(separatedBy: " read ").count + 1, "\(auditedAfter)")
+        #expect(try Self.run(box, ["history-settings", "--audit-reads", "off", url]).stdout.contains("reads audited: no"))
+        #expect(try Self.run(box, ["history-settings", "--audit-reads", "maybe", url]).status == 2)
 
         #expect(try Self.run(box, ["delete-generic-password"] + generic + [url]).status == 0)
         #expect(try Self.run(box, ["find-generic-password"] + generic + [url]).status == 44)

@@ -449,7 +449,7 @@ struct SecItemDifferentialTests {
         var result: CFTypeRef?
         try #require(SecItemCopyMatching(item.merging([Key.returnData: true]) { $1 } as CFDictionary, &result) == errSecSuccess)
         let object = try #require(result)
-        #expect(object is ContiguousBytes, "Foundation would copy it byte by byte")
+        #expect(object is any ContiguousBytes, "Foundation would copy it byte by byte")
         #expect(object as? Data == secret)
         let nsData = try #require(object as? NSData)
         #expect(nsData.length == count)
