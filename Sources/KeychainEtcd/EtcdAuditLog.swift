@@ -330,7 +330,7 @@ extension EtcdKeychain {
     /// Removes all but the newest `keeping` entries of the audit log, behind a signed checkpoint.
     ///
     /// Retention: entries are etcd keys, so etcd's compaction never removes them; they stay until trimmed. The log is
-    /// verified first, then the oldest entries are removed in transactions of at most ``auditTrimBatch``, each also
+    /// verified first, then the oldest entries are removed in transactions of at most 60 (`auditTrimBatch`), each also
     /// writing the checkpoint (counter and chain hash of the last entry it removes, MACed under the audit key) and
     /// comparing every key it touches, so an interrupted trim leaves a log that verifies, and the first entry kept
     /// must follow the checkpoint.

@@ -18,7 +18,7 @@ struct EtcdHistoryPolicy: Sendable, Hashable {
 }
 
 /// The version an update states it read (check-and-set), bound for the calls made inside
-/// ``EtcdKeychain/withCheckAndSet(expectedVersion:_:)``.
+/// ``EtcdKeychain/withCheckAndSet(expectedVersion:_:)-type.method``.
 final class EtcdCheckAndSet: Sendable {
     let version: UInt64
     private let found = Locked<UInt64?>(nil)
@@ -37,7 +37,7 @@ final class EtcdCheckAndSet: Sendable {
 /// Decision: its `OSStatus` is `errSecInvalidItemRef` (-25304, "the specified item is no longer valid"): the version
 /// the caller read is no longer the item's, which is that error's meaning; `errSecVerifyFailed` is kept for
 /// rollbacks, `errSecDuplicateItem` for the UNIQUE constraint. SecItemUpdate inside
-/// ``EtcdKeychain/withCheckAndSet(expectedVersion:_:)`` fails with that status; the typed call throws this error.
+/// ``EtcdKeychain/withCheckAndSet(expectedVersion:_:)-type.method`` fails with that status; the typed call throws this error.
 public struct EtcdVersionConflict: Error, Sendable, Hashable, CustomStringConvertible {
     /// The version the update stated.
     public let expected: UInt64
@@ -125,7 +125,7 @@ extension EtcdKeychain {
         try Self.withCheckAndSet(expectedVersion: expectedVersion, body)
     }
 
-    /// ``withCheckAndSet(expectedVersion:_:)`` for whatever etcd keychain `body` updates (the CLI's add -U).
+    /// ``withCheckAndSet(expectedVersion:_:)-method`` for whatever etcd keychain `body` updates (the CLI's add -U).
     public static func withCheckAndSet<T>(expectedVersion: UInt64, _ body: () throws -> T) throws -> T {
         let expectation = EtcdCheckAndSet(version: expectedVersion)
         do {
@@ -171,7 +171,7 @@ extension EtcdKeychain {
         }
     }
 
-    /// The current version of an item (to state in ``withCheckAndSet(expectedVersion:_:)``).
+    /// The current version of an item (to state in ``withCheckAndSet(expectedVersion:_:)-method``).
     ///
     /// - Throws: as ``versions(of:matching:)``; `errSecItemNotFound` for a deleted item.
     public func currentVersion(of itemClass: ItemClass, matching attributes: [String: AttributeValue]) throws -> UInt64 {

@@ -280,7 +280,9 @@ extension EtcdKeychain {
     /// The machine then unlocks with ``unlock(machineKey:machineID:)``; it sees only the items of its groups.
     ///
     /// - Parameters:
+    ///   - machineID: the machine's id (its `/etc/machine-id`, or `KEYSTONE_ETCD_MACHINE_ID`, as it published its key).
     ///   - publicKey: the machine's public key (X9.63); nil: the one it published (``publishMachineKey(_:machineID:)``).
+    ///   - groups: the access groups it may read and write (at least one).
     /// - Throws: `errSecInteractionNotAllowed` without the master key; `errSecItemNotFound` when no public key was
     ///   given or published; `errSecParam` for no group or an invalid key; `errSecNotAvailable` when another
     ///   administrator changed a group meanwhile (run it again); the cluster's errors.
