@@ -110,12 +110,12 @@ extension EtcdAuditEntry {
     init(_ record: EtcdAuditRecord, revision: Int64) {
         counter = record.counter
         time = record.time
-        machine = record.machine.prefix(8).map { String(format: "%02x", $0) }.joined()
+        machine = record.machine.prefix(8).hexString
         uid = record.uid
         user = record.user
         events = record.events.map { event in
             Event(operation: EtcdAuditEvent.Kind(code: event.kind)?.rawValue ?? "op\(event.kind)", itemClass: event.itemClass,
-                  item: event.item.map { String(format: "%02x", $0) }.joined(), version: event.version)
+                  item: event.item.hexString, version: event.version)
         }
         self.revision = revision
     }

@@ -219,7 +219,7 @@ extension EtcdKeyspace {
 
     /// The digest (hex) a machine's id is known by in the cluster.
     static func machineDigest(_ machineID: String) -> String {
-        SHA256.hash(data: Data("keystone-etcd-machine\u{0}\(machineID)".utf8)).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Data("keystone-etcd-machine\u{0}\(machineID)".utf8)).hexString
     }
 
     var members: Data { prefix + Data("member/".utf8) }
@@ -227,9 +227,6 @@ extension EtcdKeyspace {
     func machineKey(_ machineID: String) -> Data { prefix + Data("machinekey/".utf8) + Data(Self.machineDigest(machineID).utf8) }
 }
 
-extension Data {
-    var hexString: String { map { String(format: "%02x", $0) }.joined() }
-}
 
 /// Key derivations of the domains.
 enum EtcdDomainKeys {

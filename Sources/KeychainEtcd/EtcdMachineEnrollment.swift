@@ -44,7 +44,7 @@ extension EtcdKeyspace {
     /// The key of the sealed master key of the machine `machineID` (a digest of it: the cluster learns no host name).
     func machine(_ machineID: String) -> Data {
         let digest = SHA256.hash(data: Data("keystone-etcd-machine\u{0}\(machineID)".utf8))
-        return prefix + Data("machine/".utf8) + Data(digest.map { String(format: "%02x", $0) }.joined().utf8)
+        return prefix + Data("machine/".utf8) + Data(digest.hexString.utf8)
     }
 }
 
@@ -138,7 +138,7 @@ public struct EtcdMachineKey: Sendable {
 
     /// The fingerprint of a public key (``fingerprint``).
     public static func fingerprint(of publicKeyX963: Data) -> String {
-        SHA256.hash(data: publicKeyX963).prefix(16).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: publicKeyX963).prefix(16).hexString
     }
 
     /// Where the CLI keeps this machine's software key: `$KEYSTONE_KEYCHAIN_DIR/etcd-machine.key`, else

@@ -92,7 +92,7 @@ final class EtcdHighWater: Sendable {
     private let fileLock = Locked(())
 
     init(keychainID: Data) {
-        let name = "etcd-" + keychainID.map { String(format: "%02x", $0) }.joined() + ".highwater"
+        let name = "etcd-" + keychainID.hexString + ".highwater"
         url = Self.directory().map { $0.appendingPathComponent(name) }
     }
 
@@ -119,7 +119,7 @@ final class EtcdHighWater: Sendable {
 
     static func itemKey(_ cls: ItemClass, _ digest: Data) -> Data { Data(cls.rawValue.utf8) + digest }
 
-    static func prefix(_ digest: Data) -> String { digest.prefix(4).map { String(format: "%02x", $0) }.joined() }
+    static func prefix(_ digest: Data) -> String { digest.prefix(4).hexString }
 
     // MARK: - Reading the file
 
@@ -229,7 +229,7 @@ final class EtcdHighWater: Sendable {
         let total: (lines: Int, marks: Int) = state.withLock { state in
             for (key, mark) in items where mark.counter > state.marks[key]?.counter ?? 0 {
                 state.marks[key] = mark
-                lines += "i \(key.map { String(format: "%02x", $0) }.joined()) \(mark.counter) \(mark.version)\n"
+                lines += "i \(key.hexString) \(mark.counter) \(mark.version)\n"
             }
             if head > state.head {
                 state.head = head
@@ -264,7 +264,7 @@ final class EtcdHighWater: Sendable {
         let text: String = state.withLock { state in
             var out = "h \(state.head)\n"
             for (key, mark) in state.marks {
-                out += "i \(key.map { String(format: "%02x", $0) }.joined()) \(mark.counter) \(mark.version)\n"
+                out += "i \(key.hexString) \(mark.counter) \(mark.version)\n"
             }
             return out
         }
