@@ -44,24 +44,7 @@ struct InstallPolkit: ParsableCommand {
         if print { writeOut(contents); return }
         let path = actionDirectory + "/\(PolkitConfiguration.defaultActionID).policy"
         if (try? String(contentsOfFile: path, encoding: .utf8)) == contents { writeOut("\(path) is already installed\n"); return }
-        // Atomic replace: a temporary file in the same directory, 0644, renamed over the action file.
-        let temporary = actionDirectory + "/.keystone.\(getpid()).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            let reason = String(cString: strerror(errno))
-            throw MessageFailure(message: "keystone: install-polkit: cannot write \(actionDirectory): \(reason)\(geteuid() != 0 ? " (run it as root)" : "")", exitCode: 1)
-        }
-        let bytes = Array(contents.utf8)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        fchmod(fd, 0o644)
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw MessageFailure(message: "keystone: install-polkit: cannot write \(path): \(reason)", exitCode: 1)
-        }
-        writeOut("installed \(path)\n")
+        try installSystemFile(contents, at: path, in: actionDirectory, verb: "install-polkit")
     }
 }
 #endif

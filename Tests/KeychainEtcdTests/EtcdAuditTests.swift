@@ -170,19 +170,32 @@ struct EtcdAuditTests {
 @Suite("etcd keychain: a change whose audit entry cannot be written is not applied (etcd RBAC denies the audit prefix)",
        .enabled(if: etcdMissing == nil, etcdSkipReason))
 struct EtcdAuditFailClosedTests {
+    /// A one-member cluster with authentication on, and an etcd user `user` (password `USER-pw`) whose role may read
+    /// and write everything of keychain `name` but its audit prefix.
+    static func clusterDenyingAudit(name: String, user: String) throws -> EtcdTestCluster {
+        let cluster = try EtcdTestCluster.start(.init(members: 1))
+        do {
+            try cluster.enableAuthentication(rootPassword: "root-pw")
+            let prefix = "keystone/v1/\(name)/"
+            try cluster.etcdctl(["user", "add", user, "--interactive=false"], input: Data("\(user)-pw\n".utf8))
+            try cluster.etcdctl(["role", "add", "keychain-but-audit"])
+            // Everything under the keychain's prefix but `audit/`: [prefix, prefix+"audit/") and [prefix+"audit0", end).
+            try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix, prefix + "audit/"])
+            try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix + "audit0", "keystone/v1/\(name)0"])
+            try cluster.etcdctl(["user", "grant-role", user, "keychain-but-audit"])
+            return cluster
+        } catch {
+            cluster.stop()
+            throw error
+        }
+    }
+
     @Test("a user whose etcd role may write the keychain but not its audit prefix: the add fails with errSecWrPerm, the item does not exist, the HEAD is unchanged")
     func rbacDeniesAudit() throws {
-        let cluster = try EtcdTestCluster.start(.init(members: 1))
-        defer { cluster.stop() }
-        try cluster.enableAuthentication(rootPassword: "root-pw")
         let name = "failclosed"
         let prefix = "keystone/v1/\(name)/"
-        try cluster.etcdctl(["user", "add", "writer", "--interactive=false"], input: Data("writer-pw\n".utf8))
-        try cluster.etcdctl(["role", "add", "keychain-but-audit"])
-        // Everything under the keychain's prefix but `audit/`: [prefix, prefix+"audit/") and [prefix+"audit0", end).
-        try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix, prefix + "audit/"])
-        try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix + "audit0", "keystone/v1/\(name)0"])
-        try cluster.etcdctl(["user", "grant-role", "writer", "keychain-but-audit"])
+        let cluster = try Self.clusterDenyingAudit(name: name, user: "writer")
+        defer { cluster.stop() }
 
         let root = try EtcdConfiguration(url: cluster.url(name: name, query: "user=root"), environment: ["KEYSTONE_ETCD_PASSWORD": "root-pw"])
         let owner = KeychainEngine(storage: try EtcdKeychain.create(root, password: "pw"))
@@ -262,16 +275,9 @@ extension EtcdAuditTests {
 extension EtcdAuditFailClosedTests {
     @Test("an audited read whose entry etcd refuses (a role without the audit prefix) fails with errSecWrPerm and returns nothing")
     func auditedReadFailsClosed() throws {
-        let cluster = try EtcdTestCluster.start(.init(members: 1))
-        defer { cluster.stop() }
-        try cluster.enableAuthentication(rootPassword: "root-pw")
         let name = "failclosed-reads"
-        let prefix = "keystone/v1/\(name)/"
-        try cluster.etcdctl(["user", "add", "reader", "--interactive=false"], input: Data("reader-pw\n".utf8))
-        try cluster.etcdctl(["role", "add", "keychain-but-audit"])
-        try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix, prefix + "audit/"])
-        try cluster.etcdctl(["role", "grant-permission", "keychain-but-audit", "readwrite", prefix + "audit0", "keystone/v1/\(name)0"])
-        try cluster.etcdctl(["user", "grant-role", "reader", "keychain-but-audit"])
+        let cluster = try Self.clusterDenyingAudit(name: name, user: "reader")
+        defer { cluster.stop() }
 
         let root = try EtcdConfiguration(url: cluster.url(name: name, query: "user=root"), environment: ["KEYSTONE_ETCD_PASSWORD": "root-pw"])
         let ownerKeychain = try EtcdKeychain.create(root, password: "pw")
