@@ -107,7 +107,8 @@ extension EtcdKeychain {
     /// An audited read fails when its entry cannot be written: its result is not returned (fail-closed). Cost: the
     /// entry is one more etcd write (a Raft commit) per read that opened an item, and it competes with every write of
     /// the keychain for the HEAD: an audited read is as slow as a write. Reads that open nothing (not found, locked)
-    /// write no entry.
+    /// write no entry. One entry names every item the read opened (about 26 bytes each), so a search that opens more
+    /// than about 50,000 items exceeds etcd's request limit and fails with `errSecDataTooLarge`.
     ///
     /// Each machine follows the setting from its next unlock or write (reads do not read the header, so that a point
     /// read stays one etcd request): a replica that only reads audits its reads once it unlocks again.
