@@ -217,8 +217,13 @@ extension KeychainServicesTests {
     @Suite("LAContext.evaluateAccessControl and kSecAttrSyncViewHint through the keychain")
     struct EvaluateAccessControlTests {
         let prompts = Prompts()
+        /// The engine's clock, which LAContext's reuse window follows too: a test suspended for minutes on a loaded
+        /// machine (its `await` waits for a free thread) still reads inside the window it set.
+        let clock = Locked(Date(timeIntervalSinceReferenceDate: 800_000_000))
         init() {
-            KeychainServicesDefaults.useMemoryKeychain().authenticator = prompts
+            var configuration = EngineConfiguration()
+            configuration.now = { [clock] in clock.current }
+            KeychainServicesDefaults.useMemoryKeychain(configuration: configuration).authenticator = prompts
         }
 
         func accessControl(_ flags: SecAccessControlCreateFlags) throws -> SecAccessControl {
