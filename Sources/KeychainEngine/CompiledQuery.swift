@@ -98,6 +98,21 @@ extension KeychainEngine {
         }
     }
 
+    /// Whether one of `ids` asks for authentication before use (the compiled path then hands over to the general one).
+    ///
+    /// - Throws: `errSecInteractionNotAllowed` when one is not available in `lockState`.
+    private static func needsAuthentication(_ ids: [Int64], in table: MemoryStorage.Table, _ lockState: LockState,
+                                            _ config: EngineConfiguration) throws -> Bool {
+        for id in ids {
+            let row = table.row(id)!
+            guard row.accessibility.isAvailable(in: lockState) else {
+                throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
+            }
+            if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return true }
+        }
+        return false
+    }
+
     /// The rows matching `key` + `sync` (+ `group`), in row-id order.
     private static func matchingRows(_ table: MemoryStorage.Table, _ key: CompiledItemKey, group: String?, sync: Bool,
                                      accessGroups: EngineConfiguration.AccessGroups) -> [Int64] {
@@ -276,13 +291,7 @@ extension KeychainEngine {
             // only when the caller did.
             let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
             guard !targets.isEmpty else { throw EngineError.itemNotFound }
-            for id in targets {
-                let row = table.row(id)!
-                guard row.accessibility.isAvailable(in: lockState) else {
-                    throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
-                }
-                if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return .needsAuthentication }
-            }
+            if try Self.needsAuthentication(targets, in: table, lockState, config) { return .needsAuthentication }
             // The update's own checks on the changed items (updated(_:with:now:)).
             guard accessibility.isAvailable(in: lockState) else {
                 throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
@@ -337,13 +346,7 @@ extension KeychainEngine {
             let targets = Self.matchingRows(table, key, group: group, sync: sync, accessGroups: config.accessGroups)
             guard !targets.isEmpty else { throw EngineError.itemNotFound }
             // Every check before any change, as the update's transaction leaves nothing changed when one fails.
-            for id in targets {
-                let row = table.row(id)!
-                guard row.accessibility.isAvailable(in: lockState) else {
-                    throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
-                }
-                if config.enforcesAccessControl, row.accessControl?.flags.requiresAuthentication == true { return .unsupported }
-            }
+            if try Self.needsAuthentication(targets, in: table, lockState, config) { return .unsupported }
             let now = config.now()
             for id in targets {
                 table.rows.modify(id) { row in
