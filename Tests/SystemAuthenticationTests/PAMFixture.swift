@@ -317,6 +317,20 @@ final class PseudoTerminal: Sendable {
         return modes.c_lflag & tcflag_t(ECHO) != 0
     }
 
+    /// Waits until the terminal stops echoing, as a program reading a password switches it; false if it still echoes
+    /// after `seconds`. A prompter that prints its prompt before `tcsetattr(TCSAFLUSH)` (polkit's text agent does)
+    /// discards whatever was typed in between: typing only once echo is off is the deterministic signal that the
+    /// flush is done (the kernel flushes, then sets the modes).
+    func waitUntilSilent(within seconds: Double) -> Bool {
+        var waited = 0.0
+        while echoes {
+            guard waited < seconds else { return false }
+            usleep(10_000)
+            waited += 0.01
+        }
+        return true
+    }
+
     /// Reads what the terminal shows until it contains `text`; nil if the terminal shows nothing for a minute
     /// (a safety net so a broken prompter fails the test instead of hanging it — never reached when it works).
     func read(until text: String) -> String? {

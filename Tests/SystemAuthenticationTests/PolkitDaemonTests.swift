@@ -139,12 +139,19 @@ struct PolkitDaemonTests {
         guard let shown = terminal.read(until: "assword:") else {
             throw FprintdFixture.Failure(description: "pkttyagent never asked: \(fixture.log("agent.log")) \(fixture.log("polkitd.log"))")
         }
+        // pkttyagent prints its prompt, then switches echo off with TCSAFLUSH, discarding anything typed before.
+        guard terminal.waitUntilSilent(within: FprintdFixture.deadline) else {
+            throw FprintdFixture.Failure(description: "pkttyagent asked but never switched echo off: \(fixture.log("agent.log"))")
+        }
         terminal.type(typed)
         var output = ""
         while let line = try? FprintdFixture.readLine(subjectFD, within: FprintdFixture.deadline, what: "keystone's answer") {
             output += line + "\n"
         }
-        _ = subject.wait(within: FprintdFixture.deadline)
+        guard subject.wait(within: FprintdFixture.deadline) else {
+            throw FprintdFixture.Failure(description: "keystone did not end after the agent's answer: \(output) "
+                                         + "\(terminal.drain()) \(fixture.log("agent.log")) \(fixture.log("polkitd.log"))")
+        }
         return (shown, subject.process.terminationStatus, output + fixture.log("subject.log"))
     }
 
