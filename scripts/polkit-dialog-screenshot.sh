@@ -37,7 +37,9 @@ if [ "${1:-}" != "--inside" ]; then
     [ -x "$keystone" ] || fail "no keystone at $keystone (swift build --traits NIO, or set KEYSTONE)"
     mkdir -p "$(dirname "$output")"
     output=$(cd "$(dirname "$output")" && pwd)/$(basename "$output")
-    exec /usr/bin/unshare -m --propagation private -- "$0" --inside "$output"
+    # env --default-signal: signals blocked or ignored by whoever started us (a test runner) would make every
+    # process here deaf to SIGTERM; the teardown needs them to hear it.
+    exec /usr/bin/env --default-signal /usr/bin/unshare -m --propagation private -- "$0" --inside "$output"
 fi
 
 # ---- inside the private mount namespace ----
@@ -49,9 +51,15 @@ cgroup=
 made_user=
 cleanup() {
     local status=$?
-    # The last started first: keystone, the agent, Xvfb, polkitd, the bus.
-    local i
-    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; wait "${pids[i]}" 2>/dev/null || true; done
+    # The last started first: keystone, the agent, dbus-monitor, polkitd, Xvfb, the bus; SIGKILL after 5 s.
+    local i pid
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        pid=${pids[i]}
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 1 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+        kill -9 "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     if [ -n "$cgroup" ]; then
         # Processes that outlived their parent (none expected) are killed before the cgroup goes.
         for pid in $(cat "$cgroup/cgroup.procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
@@ -170,9 +178,9 @@ mkdir -p "$cgroup" || fail "cannot create $cgroup"
 pids+=($!)
 wait_for "polkitd on the bus" grep -q "Acquired the name org.freedesktop.PolicyKit1" "$work/polkitd.log"
 
-# Runs a command as $user in session 1, without a terminal.
+# Runs a command as $user in session 1, without a terminal (exec: a background job's $! is the command's pid).
 in_session() {
-    /bin/sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroup" \
+    exec /bin/sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroup" \
         /usr/bin/setpriv --reuid="$uid" --regid="$gid" --clear-groups \
         /usr/bin/env -i DISPLAY="$DISPLAY" HOME="$work/home" PATH=/usr/bin:/bin XDG_SESSION_ID=1 XDG_SESSION_TYPE=x11 \
         NO_AT_BRIDGE=1 LANG=C.UTF-8 "$@"
