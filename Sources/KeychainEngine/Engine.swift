@@ -391,7 +391,9 @@ public final class KeychainEngine: Sendable {
             if q.caseInsensitive, value.stringValue != nil { continue }
             constraints[key] = value
         }
-        let lockState = storage.lockState
+        // The reader's own state when it has one (a keychain file's reads run in parallel: asking the storage again
+        // would take the lock every reader shares), else the storage's.
+        let lockState = reader.lockState ?? storage.lockState
         var found = Matches()
         let visit = { (candidate: Candidate) throws -> Bool in
             switch candidate {

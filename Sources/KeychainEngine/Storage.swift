@@ -104,9 +104,20 @@ public protocol StorageReader {
 
     /// The row `rowID` of `itemClass`, or nil when there is none.
     func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate?
+
+    /// The lock state this view reads its rows with, when the storage fixed it at the start of the transaction;
+    /// nil (the default): the engine asks the storage's ``KeychainStorage/lockState``.
+    ///
+    /// A storage whose reads run in parallel answers here, so that a read neither asks the storage again (which
+    /// may take a lock every reader shares) nor checks availability against another state than the keys it
+    /// decrypted with.
+    var lockState: LockState? { get }
 }
 
 extension StorageReader {
+    /// Nil: the engine asks the storage's ``KeychainStorage/lockState``.
+    public var lockState: LockState? { nil }
+
     /// Visits every row of ``candidates(in:matching:)``: storages that can stream rows override it.
     public func forEachCandidate(in itemClass: ItemClass, matching constraints: [String: AttributeValue],
                                  _ body: (Candidate) throws -> Bool) throws {

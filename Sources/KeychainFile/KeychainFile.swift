@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import KeychainEngine
 import KeychainSealing
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -85,6 +86,9 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     public let path: String
 
     let mutex = NSRecursiveLock()
+    /// Moves on at every hold of `mutex` (every change of the instance's state happens under it): a pooled read uses
+    /// its copy of the state only while this has not moved since the copy (`ReaderPool.swift`).
+    let stateGeneration = Atomic<UInt64>(0)
     /// How many times the thread holding `mutex` holds it (it is recursive).
     var mutexDepth = 0
     /// ``busyTimeout``.
@@ -197,6 +201,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// another connection's lock (the connection's busy timeout is 0; see ``withMutexWaitingOutside(_:)``).
     func withMutex<T>(_ body: () throws -> T) rethrows -> T {
         mutex.lock()
+        stateGeneration.add(1, ordering: .releasing)
         mutexDepth += 1
         defer { mutexDepth -= 1; mutex.unlock() }
         return try body()

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainEngine
+import Synchronization
 
 /// The caches of a keychain file's decrypted rows and attribute digests, behind a lock of their own: reads running on
 /// pooled connections outside the instance's mutex (`ReaderPool.swift`) use them too.
@@ -12,15 +13,16 @@ final class RowCaches: @unchecked Sendable {
     private var rows: [KeychainFile.RowKey: KeychainFile.CachedRow] = [:]
     private var digests: [KeychainFile.DigestKey: Data] = [:]
     private var currentGeneration: UInt64 = 0
-    private var decrypted = 0
+    private let decrypted = Atomic<Int>(0)
 
     /// Moves on with every key change (``clear()``).
     var generation: UInt64 { lock.lock(); defer { lock.unlock() }; return currentGeneration }
 
     /// How many rows were decrypted (cache hits not counted).
-    var decryptions: Int { lock.lock(); defer { lock.unlock() }; return decrypted }
+    var decryptions: Int { decrypted.load(ordering: .relaxed) }
 
-    func countDecryption() { lock.lock(); decrypted += 1; lock.unlock() }
+    /// Counts one decryption (an atomic counter: readers in parallel do not meet on the lock for it).
+    func countDecryption() { decrypted.add(1, ordering: .relaxed) }
 
     /// Empties both caches (a key change): rows decrypted under older keys are not stored after this.
     func clear() {

@@ -31,25 +31,17 @@ extension KeychainFile {
 
     /// Runs `body` in a read transaction (a snapshot of the file).
     ///
-    /// Reads run in parallel: the instance's mutex is held only to bring it up to date with the file and take the
-    /// keys; the rows are read and decrypted on a pooled connection of the reading thread's own (`ReaderPool.swift`),
-    /// with no lock of the instance held, so readers neither wait for each other nor for a writer's flush (a WAL
-    /// reader reads the last commit). Inside a write of the same thread, the read uses that write's transaction.
+    /// Reads run in parallel: the rows are read and decrypted on a pooled connection of the reading thread's own
+    /// (`ReaderPool.swift`), with no lock of the instance held, so readers neither wait for each other nor for a
+    /// writer's flush (a WAL reader reads the last commit). The instance's mutex is taken only when the instance or
+    /// the file's header changed since the connection's last read (to bring the instance up to date and copy the keys).
+    /// Inside a write of the same thread, the read uses that write's transaction.
     ///
     /// The snapshot is taken before `body` runs: when another connection holds a lock that keeps readers out, the
     /// read waits with no lock of this instance held (``busyTimeout``), and `body` never runs twice.
     /// - Throws: `EngineError` with `errSecNotAvailable` when the file stayed busy; what `body` throws.
     public func read<T>(_ body: (any StorageReader) throws -> T) throws -> T {
-        let snapshot = try withMutexWaitingOutside { () throws -> ReadSnapshot? in
-            try refresh()
-            guard !inTransaction, pooledReads else { return nil }
-            return ReadSnapshot(keys: keys, version: header.version, generation: caches.generation, caching: cachingEnabled,
-                                device: device, inode: inode, busyTimeout: busyTimeoutSetting)
-        }
-        if let snapshot, let connection = readers.take(path: path, device: snapshot.device, inode: snapshot.inode) {
-            defer { readers.give(connection, device: snapshot.device, inode: snapshot.inode) }
-            return try readPooled(connection, snapshot, body)
-        }
+        if case .done(let result) = try readPooled(body) { return result }
         return try withMutexWaitingOutside {
             let nested = inTransaction
             if !nested { try refresh() }
@@ -71,28 +63,6 @@ extension KeychainFile {
                 if let sqlite = error as? SQLiteError { throw sqlite.engineError }
                 throw error
             }
-        }
-    }
-
-    /// A read on a pooled connection, with no lock of the instance held.
-    private func readPooled<T>(_ db: SQLiteConnection, _ snapshot: ReadSnapshot, _ body: (any StorageReader) throws -> T) throws -> T {
-        // SQLite's busy handler waits in this thread: no lock of the instance is held.
-        db.setBusyTimeout(snapshot.busyTimeout)
-        let source = RowSource(db: db, keys: snapshot.keys, version: snapshot.version, generation: snapshot.generation, caching: snapshot.caching)
-        do { try beginRead(source) } catch let error as SQLiteError {
-            if error.isBusy {
-                throw EngineError(Status.notAvailable, "the keychain file \(path) stayed busy: another connection holds its lock")
-            }
-            throw error.engineError
-        }
-        do {
-            let result = try body(Transaction(file: self, source: source, writing: false))
-            try db.statement("COMMIT").run()
-            return result
-        } catch {
-            try? db.statement("ROLLBACK").run()
-            if let sqlite = error as? SQLiteError { throw sqlite.engineError }
-            throw error
         }
     }
 
@@ -477,6 +447,8 @@ extension KeychainFile {
             try file.forEachCandidate(source, itemClass, constraints, body)
         }
         func candidate(in itemClass: ItemClass, rowID: Int64) throws -> Candidate? { try file.candidate(source, itemClass, rowID) }
+        /// The state of the keys this transaction decrypts with (the engine then does not ask the file again).
+        var lockState: LockState? { source.keys?.lockState ?? .locked }
         func insert(_ item: StoredItem) throws -> Int64 { try file.insert(item) }
         func replace(_ item: StoredItem) throws { try file.replace(item) }
         func delete(in itemClass: ItemClass, rowID: Int64) throws { try file.delete(itemClass, rowID) }
