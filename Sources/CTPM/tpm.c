@@ -543,11 +543,18 @@ static void srk_template(TPM2B_PUBLIC *pub) {
 /// guessing another key's PIN until the TPM locks out cannot also block the keys that need no PIN (in lockout the TPM
 /// refuses every DA-protected object, even with an empty authorization value). Keys made before had no noDA: they keep
 /// working, and are blocked during a lockout.
-static void key_template(TPM2B_PUBLIC *pub, int usage, int with_auth) {
+///
+/// Decision: a key whose authorization value is a secret the keychain releases after evaluating the person
+/// (KS_TPM_BINDING_RELEASED_SECRET) is noDA too: the value is 32 random bytes, which no one guesses in the TPM's
+/// lifetime, so dictionary-attack protection adds nothing against guessing, and without noDA a lockout caused by
+/// someone guessing a PIN key would also block every `.userPresence` key. With an application password in the value
+/// as well (KS_TPM_BINDING_RELEASED_SECRET_AND_PASSWORD) the key is DA-protected, as a PIN key: whoever has the
+/// secret (read from the keychain) must not guess the password at the TPM's speed without a lockout.
+static void key_template(TPM2B_PUBLIC *pub, int usage, int with_da) {
     memset(pub, 0, sizeof *pub);
     pub->publicArea.type = TPM2_ALG_ECC;
     pub->publicArea.nameAlg = TPM2_ALG_SHA256;
-    pub->publicArea.objectAttributes = (with_auth ? 0 : TPMA_OBJECT_NODA) | TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
+    pub->publicArea.objectAttributes = (with_da ? 0 : TPMA_OBJECT_NODA) | TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
                                        TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
                                        (usage == KS_TPM_USAGE_SIGN ? TPMA_OBJECT_SIGN_ENCRYPT
                                         : usage == KS_TPM_USAGE_KEY_AGREEMENT ? TPMA_OBJECT_DECRYPT
@@ -696,6 +703,10 @@ static void primary_gone(ks_tpm *tpm) {
 // Version 2 (written only for keys that need an authorization value, so keys without one keep version 1 and older
 // Keystone versions still read them): the same, byte 6 holding flags, bit 0 (KS_FLAG_AUTH) set: the key needs its
 // authorization value (a PIN) for every use. Other bits are refused. Version 1 blobs have flags 0.
+// Version 3 (keys whose authorization value is a secret the keychain releases after evaluating the person, issue 31):
+// the same, with KS_FLAG_AUTH and KS_FLAG_RELEASED_SECRET (bit 1) set, and KS_FLAG_WITH_PASSWORD (bit 2) when the
+// value also derives from the application password. Older Keystone versions refuse it (it reads versions 1 and 2),
+// which is right: they would send no secret. Versions 1 and 2 are read and written as before.
 // Version 1 in full:
 //   "KSTK" | version (1) | usage (1: sign, 2: key agreement, 3: both) | 0 | 0
 //   | TPM2B_PUBLIC (Tss2_MU marshalled) | TPM2B_PRIVATE (Tss2_MU marshalled)
@@ -705,7 +716,10 @@ static void primary_gone(ks_tpm *tpm) {
 static const uint8_t kMagic[4] = {'K', 'S', 'T', 'K'};
 #define KS_ENVELOPE_VERSION 1
 #define KS_ENVELOPE_VERSION_FLAGS 2
+#define KS_ENVELOPE_VERSION_BINDING 3
 #define KS_FLAG_AUTH 0x01
+#define KS_FLAG_RELEASED_SECRET 0x02
+#define KS_FLAG_WITH_PASSWORD 0x04
 #define KS_HEADER_LEN 8
 
 static uint32_t crc32_ieee(const uint8_t *p, size_t n) {
@@ -736,7 +750,7 @@ static int wrap_blob(int usage, int flags, const TPM2B_PUBLIC *pub, const TPM2B_
         return -1;
     }
     memcpy(buf, kMagic, 4);
-    buf[4] = flags ? KS_ENVELOPE_VERSION_FLAGS : KS_ENVELOPE_VERSION;
+    buf[4] = (flags & ~KS_FLAG_AUTH) ? KS_ENVELOPE_VERSION_BINDING : flags ? KS_ENVELOPE_VERSION_FLAGS : KS_ENVELOPE_VERSION;
     buf[5] = (uint8_t)usage;
     buf[6] = (uint8_t)flags;
     buf[7] = 0;
@@ -766,9 +780,9 @@ static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, int *flags, 
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "not a Keystone TPM key (%zu bytes, no KSTK header)", len);
         return -1;
     }
-    if (blob[4] != KS_ENVELOPE_VERSION && blob[4] != KS_ENVELOPE_VERSION_FLAGS) {
+    if (blob[4] != KS_ENVELOPE_VERSION && blob[4] != KS_ENVELOPE_VERSION_FLAGS && blob[4] != KS_ENVELOPE_VERSION_BINDING) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0,
-                  "Keystone TPM key format version %u is not supported (this library reads versions 1 and 2)",
+                  "Keystone TPM key format version %u is not supported (this library reads versions 1 to 3)",
                   (unsigned)blob[4]);
         return -1;
     }
@@ -779,9 +793,13 @@ static int unwrap_blob(const uint8_t *blob, size_t len, int *usage, int *flags, 
         return -1;
     }
     int u = blob[5];
-    int f = blob[4] == KS_ENVELOPE_VERSION_FLAGS ? blob[6] : 0;
+    int f = blob[4] == KS_ENVELOPE_VERSION ? 0 : blob[6];
+    int valid_flags = blob[4] == KS_ENVELOPE_VERSION          ? 1
+                      : blob[4] == KS_ENVELOPE_VERSION_FLAGS ? (f == KS_FLAG_AUTH)
+                                                             : (f == (KS_FLAG_AUTH | KS_FLAG_RELEASED_SECRET) ||
+                                                                f == (KS_FLAG_AUTH | KS_FLAG_RELEASED_SECRET | KS_FLAG_WITH_PASSWORD));
     if ((u != KS_TPM_USAGE_SIGN && u != KS_TPM_USAGE_KEY_AGREEMENT && u != KS_TPM_USAGE_GENERAL) ||
-        (blob[4] == KS_ENVELOPE_VERSION && blob[6] != 0) || (f & ~KS_FLAG_AUTH) != 0 || blob[7] != 0) {
+        (blob[4] == KS_ENVELOPE_VERSION && blob[6] != 0) || !valid_flags || blob[7] != 0) {
         set_error(err, KS_TPM_ERR_MALFORMED_BLOB, 0, "the TPM key's header is invalid");
         return -1;
     }
@@ -824,6 +842,18 @@ int ks_tpm_blob_needs_auth(const uint8_t *blob, size_t blob_len, ks_tpm_error *e
     if (unwrap_blob(blob, blob_len, NULL, &flags, &pub, &priv, err) != 0) return -1;
     memset(&priv, 0, sizeof priv);
     return (flags & KS_FLAG_AUTH) ? 1 : 0;
+}
+
+int ks_tpm_blob_binding(const uint8_t *blob, size_t blob_len, ks_tpm_error *err) {
+    clear_error(err);
+    TPM2B_PUBLIC pub;
+    TPM2B_PRIVATE priv;
+    int flags = 0;
+    if (unwrap_blob(blob, blob_len, NULL, &flags, &pub, &priv, err) != 0) return -1;
+    memset(&priv, 0, sizeof priv);
+    if (flags & KS_FLAG_WITH_PASSWORD) return KS_TPM_BINDING_RELEASED_SECRET_AND_PASSWORD;
+    if (flags & KS_FLAG_RELEASED_SECRET) return KS_TPM_BINDING_RELEASED_SECRET;
+    return (flags & KS_FLAG_AUTH) ? KS_TPM_BINDING_PASSWORD : KS_TPM_BINDING_NONE;
 }
 
 int ks_tpm_blob_parts(const uint8_t *blob, size_t blob_len, uint8_t **pub_out, size_t *pub_len, uint8_t **priv_out,
@@ -940,7 +970,7 @@ static int check_usable(ks_tpm *tpm, ks_tpm_error *err) {
     return 0;
 }
 
-static TSS2_RC create_once(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len,
+static TSS2_RC create_once(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, int binding,
                            TPM2B_PRIVATE **out_private, TPM2B_PUBLIC **out_public) {
     TPM2B_SENSITIVE_CREATE sensitive;
     memset(&sensitive, 0, sizeof sensitive);
@@ -949,7 +979,7 @@ static TSS2_RC create_once(ks_tpm *tpm, int usage, const uint8_t *auth, size_t a
         memcpy(sensitive.sensitive.userAuth.buffer, auth, auth_len);
     }
     TPM2B_PUBLIC template;
-    key_template(&template, usage, auth_len > 0);
+    key_template(&template, usage, auth_len > 0 && binding != KS_TPM_BINDING_RELEASED_SECRET);
     TPM2B_DATA outside_info = {.size = 0};
     TPML_PCR_SELECTION pcrs = {.count = 0};
     TPM2B_CREATION_DATA *creation_data = NULL;
@@ -968,11 +998,17 @@ static TSS2_RC create_once(ks_tpm *tpm, int usage, const uint8_t *auth, size_t a
     return rc;
 }
 
-static int unlocked_create_key(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, uint8_t **blob,
-                               size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err) {
+static int unlocked_create_key(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, int binding,
+                               uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err) {
     clear_error(err);
     *blob = NULL;
     *blob_len = 0;
+    if (auth_len == 0) binding = KS_TPM_BINDING_NONE;
+    if (binding < KS_TPM_BINDING_NONE || binding > KS_TPM_BINDING_RELEASED_SECRET_AND_PASSWORD ||
+        (binding == KS_TPM_BINDING_NONE && auth_len > 0)) {
+        set_error(err, KS_TPM_ERR_OTHER, 0, "unknown key authorization binding %d", binding);
+        return -1;
+    }
     if (auth_len > 32 || (auth_len > 0 && !auth)) {
         set_error(err, KS_TPM_ERR_OTHER, 0, "a key's authorization value has at most 32 bytes (SHA-256's size), not %zu",
                   auth_len);
@@ -989,17 +1025,17 @@ static int unlocked_create_key(ks_tpm *tpm, int usage, const uint8_t *auth, size
     TPM2B_PRIVATE *out_private = NULL;
     TPM2B_PUBLIC *out_public = NULL;
     if (ensure_primary(tpm, err) != 0) goto done;
-    TSS2_RC rc = create_once(tpm, usage, auth, auth_len, &out_private, &out_public);
+    TSS2_RC rc = create_once(tpm, usage, auth, auth_len, binding, &out_private, &out_public);
     if (rc != TSS2_RC_SUCCESS && usable(tpm)) {
         if (is_stale_handle(rc)) {
             // The primary key is gone: create it again, once.
             primary_gone(tpm);
             if (ensure_primary(tpm, err) != 0) goto done;
-            rc = create_once(tpm, usage, auth, auth_len, &out_private, &out_public);
+            rc = create_once(tpm, usage, auth, auth_len, binding, &out_private, &out_public);
         } else if (tpm_base(rc) == TPM2_RC_OBJECT_MEMORY) {
             // TPM2_Create needs a free object slot: make room with the cached keys and orphans, once.
             make_room(tpm);
-            if (usable(tpm)) rc = create_once(tpm, usage, auth, auth_len, &out_private, &out_public);
+            if (usable(tpm)) rc = create_once(tpm, usage, auth, auth_len, binding, &out_private, &out_public);
         }
     }
     if (rc != TSS2_RC_SUCCESS) {
@@ -1010,7 +1046,12 @@ static int unlocked_create_key(ks_tpm *tpm, int usage, const uint8_t *auth, size
         set_error(err, KS_TPM_ERR_OTHER, 0, "the TPM returned a public key that is not P-256");
         goto done;
     }
-    if (wrap_blob(usage, auth_len > 0 ? KS_FLAG_AUTH : 0, out_public, out_private, blob, blob_len, err) != 0)
+    int flags = binding == KS_TPM_BINDING_RELEASED_SECRET_AND_PASSWORD
+                    ? KS_FLAG_AUTH | KS_FLAG_RELEASED_SECRET | KS_FLAG_WITH_PASSWORD
+                : binding == KS_TPM_BINDING_RELEASED_SECRET ? KS_FLAG_AUTH | KS_FLAG_RELEASED_SECRET
+                : binding == KS_TPM_BINDING_PASSWORD        ? KS_FLAG_AUTH
+                                                            : 0;
+    if (wrap_blob(usage, flags, out_public, out_private, blob, blob_len, err) != 0)
         goto done;
     result = 0;
 done:
@@ -1388,7 +1429,7 @@ done:
 int ks_tpm_create_key(ks_tpm *tpm, int usage, uint8_t **blob, size_t *blob_len, uint8_t pub_x963[65],
                       ks_tpm_error *err) {
     pthread_mutex_lock(&tpm->op_lock);
-    int result = unlocked_create_key(tpm, usage, NULL, 0, blob, blob_len, pub_x963, err);
+    int result = unlocked_create_key(tpm, usage, NULL, 0, KS_TPM_BINDING_NONE, blob, blob_len, pub_x963, err);
     pthread_mutex_unlock(&tpm->op_lock);
     return result;
 }
@@ -1412,7 +1453,15 @@ int ks_tpm_ecdh(ks_tpm *tpm, const uint8_t *blob, size_t blob_len, const uint8_t
 int ks_tpm_create_key_with_auth(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, uint8_t **blob,
                                 size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err) {
     pthread_mutex_lock(&tpm->op_lock);
-    int result = unlocked_create_key(tpm, usage, auth, auth_len, blob, blob_len, pub_x963, err);
+    int result = unlocked_create_key(tpm, usage, auth, auth_len, KS_TPM_BINDING_PASSWORD, blob, blob_len, pub_x963, err);
+    pthread_mutex_unlock(&tpm->op_lock);
+    return result;
+}
+
+int ks_tpm_create_key_bound(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, int binding, uint8_t **blob,
+                            size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err) {
+    pthread_mutex_lock(&tpm->op_lock);
+    int result = unlocked_create_key(tpm, usage, auth, auth_len, binding, blob, blob_len, pub_x963, err);
     pthread_mutex_unlock(&tpm->op_lock);
     return result;
 }

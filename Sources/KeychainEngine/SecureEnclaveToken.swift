@@ -10,6 +10,20 @@ public enum SecureEnclaveKeyUsage: String, Sendable, Hashable, CaseIterable {
     case general
 }
 
+/// What a hardware key's authorization value is, when the token enforces one (``SecureEnclaveToken/binding(of:)``).
+public enum SecureEnclaveKeyBinding: Sendable, Hashable {
+    /// None: any use of the key is allowed by the token (the layers above may still ask the person first).
+    case none
+    /// An `.applicationPassword` password (a PIN): a wrong one is refused by the token and counts toward its
+    /// dictionary-attack lockout.
+    case password
+    /// A random secret the keychain holds and releases only after the person's evaluation (`.userPresence`,
+    /// `.biometry…`, `.devicePasscode`): whoever holds only the key's data representation cannot use it.
+    case releasedSecret
+    /// Derived from such a secret and the `.applicationPassword` password: both are needed.
+    case releasedSecretAndPassword
+}
+
 /// A P-256 private key held by a ``SecureEnclaveToken``: what the token gave out for it, and its public key.
 public struct SecureEnclaveKey: Sendable, Hashable {
     /// What the key is for. A token refuses the other use.
@@ -86,6 +100,18 @@ public protocol SecureEnclaveToken: Sendable {
     /// ``sharedSecret(peerX963:with:)`` with the key's authorization value (nil for a key that needs none).
     /// - Throws: as ``signature(digest:with:authorization:)``.
     func sharedSecret(peerX963: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data
+
+    /// Whether the token itself enforces an authorization value (a TPM: true). Default: false.
+    var enforcesAuthorization: Bool { get }
+    /// ``createKey(_:authorization:)`` recording what the value is (``SecureEnclaveKeyBinding``); a token may treat
+    /// the kinds differently (the TPM makes a ``SecureEnclaveKeyBinding/releasedSecret`` key exempt from its
+    /// dictionary-attack lockout: the value is random, no one guesses it).
+    /// - Throws: as ``createKey(_:authorization:)``; `errSecParam` for ``SecureEnclaveKeyBinding/none``.
+    func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data, binding: SecureEnclaveKeyBinding) throws(EngineError) -> SecureEnclaveKey
+    /// What the key's authorization value is. Default: ``SecureEnclaveKeyBinding/password`` when
+    /// ``requiresAuthorization(_:)``, else ``SecureEnclaveKeyBinding/none``.
+    /// - Throws: `errSecDecode` when the bytes are not a key of this kind of token.
+    func binding(of dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKeyBinding
 }
 
 // Decision: a token that cannot enforce an authorization value (the emulated and software tokens) refuses keys that
@@ -99,6 +125,20 @@ extension SecureEnclaveToken {
     }
 
     public func requiresAuthorization(_ dataRepresentation: Data) throws(EngineError) -> Bool { false }
+
+    public var enforcesAuthorization: Bool { false }
+
+    public func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data,
+                          binding: SecureEnclaveKeyBinding) throws(EngineError) -> SecureEnclaveKey {
+        guard binding == .password else {
+            throw EngineError(Status.unimplemented, "\(name) cannot bind a key to an authorization value the keychain releases: use a TPM")
+        }
+        return try createKey(usage, authorization: authorization)
+    }
+
+    public func binding(of dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKeyBinding {
+        try requiresAuthorization(dataRepresentation) ? .password : .none
+    }
 
     public func signature(digest: Data, with dataRepresentation: Data, authorization: Data?) throws(EngineError) -> Data {
         guard authorization == nil else {

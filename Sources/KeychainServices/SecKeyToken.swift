@@ -122,12 +122,18 @@ final class SecKeyTokenKey: Sendable {
     let use: SecKeyTokenUse
     /// The authenticator's biometry domain state when the key object was made, for `.biometryCurrentSet`.
     let biometryBinding: Data?
-    /// Whether the token enforces the key's `.applicationPassword` (the key was made with it as its authorization
+    /// Whether the token enforces the key's `.applicationPassword` (the key was made with it in its authorization
     /// value); false for a key that needs none, whose `.applicationPassword` the authentication gate asks.
     let passwordBound: Bool
+    /// What the key's authorization value in the token is (read from its blob).
+    let binding: SecureEnclaveKeyBinding
+    /// The released secret of a key that is not permanent (``SecureEnclaveKeySecrets``: kept in this object only);
+    /// nil for a permanent key, whose secret the keychain holds.
+    let heldSecret: Data?
 
     /// - Throws: ``SecKeyFailure`` (errSecDecode) when the token's public key is not a P-256 point.
-    init(token: any SecureEnclaveToken, key: SecureEnclaveKey, accessControl: AccessControl?, use: SecKeyTokenUse) throws {
+    init(token: any SecureEnclaveToken, key: SecureEnclaveKey, accessControl: AccessControl?, use: SecKeyTokenUse,
+         heldSecret: Data? = nil) throws {
         guard let publicKey = try? ECPublicKey(x963: key.publicKeyX963), publicKey.curve == .p256 else {
             throw SecKeyFailure(errSecDecode, "the Secure Enclave key's public key is not a P-256 point")
         }
@@ -138,8 +144,11 @@ final class SecKeyTokenKey: Sendable {
         self.use = use
         biometryBinding = accessControl?.flags.contains(.biometryCurrentSet) == true
             ? KeychainServicesDefaults.currentAuthenticator().biometryDomainState : nil
+        // A blob the token cannot read binds nothing here; its use fails with the token's errSecDecode.
+        binding = (try? token.binding(of: key.dataRepresentation)) ?? .none
         passwordBound = accessControl?.flags.contains(.applicationPassword) == true
-            && (try? token.requiresAuthorization(key.dataRepresentation)) == true
+            && (binding == .password || binding == .releasedSecretAndPassword)
+        self.heldSecret = heldSecret
     }
 
     // MARK: Creation and lookup
@@ -176,10 +185,19 @@ final class SecKeyTokenKey: Sendable {
             }
         }
         let made: SecureEnclaveKey
+        var secret: Data?
         do {
-            if accessControl?.flags.contains(.applicationPassword) == true {
-                let use = SecKeyTokenUse(attribute)
-                let password = try applicationPassword(use, operation: "making the key")
+            let flags = accessControl?.flags ?? []
+            let password = flags.contains(.applicationPassword)
+                ? try applicationPassword(SecKeyTokenUse(attribute), operation: "making the key") : nil
+            if SecureEnclaveKeySecrets.binds(flags, on: token) {
+                // The person's flags bound in the TPM: a random secret, released by the keychain after the evaluation.
+                let random = try SecureEnclaveKeySecrets.newSecret()
+                made = try token.createKey(.general,
+                                           authorization: SecureEnclaveKeySecrets.authorizationValue(secret: random, password: password),
+                                           binding: password == nil ? .releasedSecret : .releasedSecretAndPassword)
+                secret = random
+            } else if let password {
                 made = try token.createKey(.general, authorization: password)
             } else {
                 made = try token.createKey(.general)
@@ -190,12 +208,30 @@ final class SecKeyTokenKey: Sendable {
             throw SecKeyFailure(error.status, "Key generation failed, error \(error.status): \(token.name): \(error.reason)")
         }
         let key = SecKey(material: .token(try SecKeyTokenKey(token: token, key: made, accessControl: accessControl,
-                                                             use: SecKeyTokenUse(attribute))),
+                                                             use: SecKeyTokenUse(attribute),
+                                                             heldSecret: isPermanent ? nil : secret)),
                          applicationTag: SecKeyParameters.data(attribute(kSecAttrApplicationTag)),
                          label: attribute(kSecAttrLabel) as? String,
                          isPermanent: isPermanent)
-        // If storing fails nothing remains: the token keeps nothing of the key, whose blob is dropped here.
-        if isPermanent { try storePermanentKey(key, attribute: attribute) }
+        // If storing fails nothing remains: the token keeps nothing of the key, whose blob is dropped here (and the
+        // secret stored for it is removed again).
+        if isPermanent {
+            if let secret, let accessControl {
+                do {
+                    try SecureEnclaveKeySecrets.store(secret, publicKeyX963: made.publicKeyX963, accessControl: accessControl)
+                } catch let error as EngineError {
+                    throw SecKeyFailure(error.status, "Key generation failed, error \(error.status): storing the key's authorization secret in the keychain failed: \(error.reason)")
+                }
+            }
+            do {
+                try storePermanentKey(key, attribute: attribute)
+            } catch {
+                if secret != nil, let engine = try? KeychainServicesDefaults.currentEngine() {
+                    SecureEnclaveKeySecrets.delete(applicationLabel: key.applicationLabel, engine: engine)
+                }
+                throw error
+            }
+        }
         return key
     }
 
@@ -319,20 +355,44 @@ final class SecKeyTokenKey: Sendable {
             }
             password = try Self.applicationPassword(use, operation: operation.words)
             flags.remove(.applicationPassword)
-            guard flags.requiresAuthentication else { return password }
+            guard flags.requiresAuthentication || binding != .password else { return password }
         }
         let authenticator = KeychainServicesDefaults.currentAuthenticator()
-        if flags.contains(.biometryCurrentSet), let bound = biometryBinding, authenticator.biometryDomainState != bound {
-            throw SecKeyFailure(errSecAuthFailed, "\(operation.words) with the Secure Enclave key is not allowed: the enrolled biometry changed since the key was made or looked up (.biometryCurrentSet)")
+        let evaluate = { (flags: AccessControlFlags) throws in
+            if flags.contains(.biometryCurrentSet), let bound = self.biometryBinding, authenticator.biometryDomainState != bound {
+                throw SecKeyFailure(errSecAuthFailed, "\(operation.words) with the Secure Enclave key is not allowed: the enrolled biometry changed since the key was made or looked up (.biometryCurrentSet)")
+            }
+            do {
+                try AuthenticationGate.authorize(flags, itemClass: .key, operation: operation.rawValue, prompt: self.use.prompt,
+                                                 context: self.use.context, allowsInteraction: self.use.allowsInteraction,
+                                                 authenticator: authenticator, now: KeychainServicesDefaults.currentClock()())
+            } catch let error as EngineError {
+                throw SecKeyFailure(error.status, "\(operation.words) with the Secure Enclave key needs an authentication, which did not succeed: \(error.reason)")
+            }
         }
-        do {
-            try AuthenticationGate.authorize(flags, itemClass: .key, operation: operation.rawValue, prompt: use.prompt,
-                                             context: use.context, allowsInteraction: use.allowsInteraction,
-                                             authenticator: authenticator, now: KeychainServicesDefaults.currentClock()())
-        } catch {
-            throw SecKeyFailure(error.status, "\(operation.words) with the Secure Enclave key needs an authentication, which did not succeed: \(error.reason)")
+        switch binding {
+        case .none, .password:
+            try evaluate(flags)
+            return password
+        case .releasedSecret, .releasedSecretAndPassword:
+            // The TPM needs the secret the keychain releases only after the evaluation (SecureEnclaveKeySecrets).
+            let secret: Data
+            if let heldSecret {
+                try evaluate(flags)
+                secret = heldSecret
+            } else {
+                do {
+                    secret = try SecureEnclaveKeySecrets.release(publicKeyX963: key.publicKeyX963) { stored in
+                        var asked = stored
+                        asked.remove(.applicationPassword)
+                        try evaluate(asked)
+                    }
+                } catch let error as EngineError {
+                    throw SecKeyFailure(error.status, "\(operation.words) with the Secure Enclave key failed: \(error.reason)")
+                }
+            }
+            return SecureEnclaveKeySecrets.authorizationValue(secret: secret, password: password)
         }
-        return password
     }
 }
 #endif

@@ -180,6 +180,20 @@ public struct TPMLockoutState: Sendable, Hashable {
 
 // MARK: - Keys
 
+/// What a TPM key's authorization value is, as its blob records it.
+public enum TPMKeyBinding: Int32, Sendable, Hashable {
+    /// No authorization value: whoever holds the blob and can open the TPM uses the key (`noDA`).
+    case none = 0
+    /// A PIN or application password (``TPMDevice/createKey(_:authorization:)``), DA-protected: each wrong value
+    /// counts toward the TPM's lockout. Blob version 2.
+    case password = 1
+    /// 32 random bytes the keychain holds and releases only after evaluating the person (`.userPresence`,
+    /// `.biometry…`, `.devicePasscode`), `noDA` (no one guesses 256 random bits). Blob version 3.
+    case releasedSecret = 2
+    /// Derived from such a secret and the application password, DA-protected. Blob version 3.
+    case releasedSecretAndPassword = 3
+}
+
 /// What a TPM key may do. The TPM enforces it: a signing key cannot agree keys and vice versa.
 public enum TPMKeyUsage: Int32, Sendable, Hashable {
     /// ECDSA with SHA-256 (the key has the TPM's `sign` attribute).
@@ -201,8 +215,10 @@ public enum TPMKeyUsage: Int32, Sendable, Hashable {
 public struct TPMKey: Sendable, Hashable {
     /// What the key may do.
     public let usage: TPMKeyUsage
-    /// Whether the TPM asks for the key's authorization value (its PIN) at every use (envelope version 2).
-    public let needsAuthorization: Bool
+    /// Whether the TPM asks for the key's authorization value (its PIN) at every use (envelope version 2 or 3).
+    public var needsAuthorization: Bool { binding != .none }
+    /// What the key's authorization value is (``TPMKeyBinding``).
+    public let binding: TPMKeyBinding
     /// The key's data representation: a versioned Keystone envelope around the TPM's `TPM2B_PUBLIC` and wrapped
     /// `TPM2B_PRIVATE`. Give it back to ``TPMDevice`` to use the key.
     public let dataRepresentation: Data
@@ -229,16 +245,21 @@ public struct TPMKey: Sendable, Hashable {
             ks_tpm_blob_public(blob.baseAddress?.assumingMemoryBound(to: UInt8.self), blob.count, &x963, &usage, &error)
         }
         guard status == 0 else { throw TPMError(error) }
-        let needsAuth = dataRepresentation.withUnsafeBytes { blob in
-            ks_tpm_blob_needs_auth(blob.baseAddress?.assumingMemoryBound(to: UInt8.self), blob.count, &error)
+        let binding = dataRepresentation.withUnsafeBytes { blob in
+            ks_tpm_blob_binding(blob.baseAddress?.assumingMemoryBound(to: UInt8.self), blob.count, &error)
         }
-        guard needsAuth >= 0 else { throw TPMError(error) }
+        guard binding >= 0 else { throw TPMError(error) }
         try self.init(usage: TPMKeyUsage(rawValue: usage) ?? .signing, dataRepresentation: dataRepresentation,
-                      x963: Data(x963), needsAuthorization: needsAuth == 1)
+                      x963: Data(x963), binding: TPMKeyBinding(rawValue: binding) ?? .password)
     }
 
     init(usage: TPMKeyUsage, dataRepresentation: Data, x963: Data, needsAuthorization: Bool = false) throws(TPMError) {
-        self.needsAuthorization = needsAuthorization
+        try self.init(usage: usage, dataRepresentation: dataRepresentation, x963: x963,
+                      binding: needsAuthorization ? .password : .none)
+    }
+
+    init(usage: TPMKeyUsage, dataRepresentation: Data, x963: Data, binding: TPMKeyBinding) throws(TPMError) {
+        self.binding = binding
         do {
             signingPublicKey = try P256.Signing.PublicKey(x963Representation: x963)
             keyAgreementPublicKey = try P256.KeyAgreement.PublicKey(x963Representation: x963)
@@ -394,18 +415,29 @@ public final class TPMDevice: Sendable {
     ///   holds the blob and opens the TPM directly; it does not hide the PIN from someone who can watch this
     ///   process or the TPM's bus.
     public func createKey(_ usage: TPMKeyUsage, authorization: Data?) throws(TPMError) -> TPMKey {
+        try createKey(usage, authorization: authorization, binding: .password)
+    }
+
+    /// Creates a P-256 key whose every use needs `authorization`, recording in its blob what the value is
+    /// (``TPMKeyBinding``): a ``TPMKeyBinding/releasedSecret`` key is `noDA`, a ``TPMKeyBinding/password`` or
+    /// ``TPMKeyBinding/releasedSecretAndPassword`` key DA-protected. Nil or empty `authorization`: a key that needs
+    /// none, whatever `binding` says.
+    /// - Throws: as ``createKey(_:authorization:)``.
+    public func createKey(_ usage: TPMKeyUsage, authorization: Data?, binding: TPMKeyBinding) throws(TPMError) -> TPMKey {
         var error = ks_tpm_error()
         var x963 = [UInt8](repeating: 0, count: 65)
         var blob: UnsafeMutablePointer<UInt8>?
         var length = 0
         let auth = [UInt8](authorization ?? Data())
+        let bound = auth.isEmpty ? TPMKeyBinding.none : binding
         let status = handle.withLock { tpm in
-            ks_tpm_create_key_with_auth(tpm.pointer, usage.rawValue, auth, auth.count, &blob, &length, &x963, &error)
+            ks_tpm_create_key_bound(tpm.pointer, usage.rawValue, auth, auth.count, bound.rawValue, &blob, &length,
+                                    &x963, &error)
         }
         guard status == 0, let blob else { throw TPMError(error) }
         let data = Data(bytes: blob, count: length)
         ks_tpm_free(blob)
-        return try TPMKey(usage: usage, dataRepresentation: data, x963: Data(x963), needsAuthorization: !auth.isEmpty)
+        return try TPMKey(usage: usage, dataRepresentation: data, x963: Data(x963), binding: bound)
     }
 
     /// The TPM authorization value of a PIN or password: its UTF-8 bytes when they are at most 32, else their

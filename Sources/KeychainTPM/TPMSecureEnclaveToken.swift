@@ -139,6 +139,48 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
         return SecureEnclaveKey(usage: usage, dataRepresentation: key.dataRepresentation, publicKeyX963: key.x963Representation)
     }
 
+    /// True: the TPM refuses a use without the key's authorization value itself.
+    public var enforcesAuthorization: Bool { true }
+
+    /// Makes a key whose every use needs `authorization`, its blob recording what the value is: a
+    /// ``SecureEnclaveKeyBinding/releasedSecret`` key (the keychain's random secret, released after the person's
+    /// evaluation) is `noDA`; ``SecureEnclaveKeyBinding/password`` and
+    /// ``SecureEnclaveKeyBinding/releasedSecretAndPassword`` keys are DA-protected.
+    /// - Throws: `errSecParam` for an empty value or ``SecureEnclaveKeyBinding/none``; as ``createKey(_:)``.
+    public func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data,
+                          binding: SecureEnclaveKeyBinding) throws(EngineError) -> SecureEnclaveKey {
+        guard !authorization.isEmpty else { throw EngineError.param("a key's authorization value cannot be empty") }
+        let tpmBinding: TPMKeyBinding
+        switch binding {
+        case .none: throw EngineError.param("a key made with an authorization value needs a binding other than none")
+        case .password: tpmBinding = .password
+        case .releasedSecret: tpmBinding = .releasedSecret
+        case .releasedSecretAndPassword: tpmBinding = .releasedSecretAndPassword
+        }
+        let value = Self.authorizationValue(authorization)
+        let key = try run { (tpm) throws(TPMError) in
+            try tpm.createKey(Self.tpmUsage(usage), authorization: value, binding: tpmBinding)
+        }
+        return SecureEnclaveKey(usage: usage, dataRepresentation: key.dataRepresentation, publicKeyX963: key.x963Representation)
+    }
+
+    /// What the key's authorization value is, from its blob (nothing is sent to the TPM).
+    /// - Throws: `errSecDecode` when the bytes are not a TPM key.
+    public func binding(of dataRepresentation: Data) throws(EngineError) -> SecureEnclaveKeyBinding {
+        let key: TPMKey
+        do {
+            key = try TPMKey(dataRepresentation: dataRepresentation)
+        } catch {
+            throw Self.engineError(error, tcti: tcti)
+        }
+        switch key.binding {
+        case .none: return .none
+        case .password: return .password
+        case .releasedSecret: return .releasedSecret
+        case .releasedSecretAndPassword: return .releasedSecretAndPassword
+        }
+    }
+
     /// Whether the key needs its PIN (made with ``createKey(_:pin:)``, or imported without `emptyAuth`).
     /// - Throws: `errSecDecode` when the bytes are not a TPM key.
     public func needsPIN(_ dataRepresentation: Data) throws(EngineError) -> Bool {

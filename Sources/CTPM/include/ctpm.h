@@ -144,6 +144,27 @@ int ks_tpm_create_key_with_auth(ks_tpm *tpm, int usage, const uint8_t *auth, siz
 /// Whether the blob's key needs an authorization value (1) or not (0); -1 with *err when the blob is malformed.
 int ks_tpm_blob_needs_auth(const uint8_t *blob, size_t blob_len, ks_tpm_error *err);
 
+/// What a key's authorization value is (recorded in its blob).
+enum {
+    /// No authorization value (noDA).
+    KS_TPM_BINDING_NONE = 0,
+    /// A PIN or application password (DA-protected), envelope version 2.
+    KS_TPM_BINDING_PASSWORD = 1,
+    /// 32 random bytes the keychain releases after evaluating the person (`.userPresence`, biometry,
+    /// `.devicePasscode`), noDA, envelope version 3.
+    KS_TPM_BINDING_RELEASED_SECRET = 2,
+    /// Derived from such a secret and the application password (DA-protected), envelope version 3.
+    KS_TPM_BINDING_RELEASED_SECRET_AND_PASSWORD = 3,
+};
+
+/// ks_tpm_create_key_with_auth recording `binding` (a KS_TPM_BINDING_… value) in the blob; a
+/// KS_TPM_BINDING_RELEASED_SECRET key is noDA, the others with a value are DA-protected.
+int ks_tpm_create_key_bound(ks_tpm *tpm, int usage, const uint8_t *auth, size_t auth_len, int binding, uint8_t **blob,
+                            size_t *blob_len, uint8_t pub_x963[65], ks_tpm_error *err);
+
+/// The blob's binding (a KS_TPM_BINDING_… value); -1 with *err when the blob is malformed.
+int ks_tpm_blob_binding(const uint8_t *blob, size_t blob_len, ks_tpm_error *err);
+
 /// The blob's marshalled TPM2B_PUBLIC and TPM2B_PRIVATE (what a "TSS2 PRIVATE KEY" holds in its pubkey and privkey
 /// OCTET STRINGs) and whether the key needs an authorization value. Free *pub and *priv with ks_tpm_free.
 int ks_tpm_blob_parts(const uint8_t *blob, size_t blob_len, uint8_t **pub, size_t *pub_len, uint8_t **priv,
