@@ -10,14 +10,7 @@ import KeychainEngine
 /// - Returns: `errSecSuccess`, or `errSecDuplicateItem`, `errSecParam`, `errSecNoSuchAttr`,
 ///   `errSecInteractionNotAllowed`, `errSecMissingEntitlement`…
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    if let status = SecItemCompiledPath.add(attributes, result) { return status }
-    return SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: attributes)) {
-        if let identity = attributes.first(where: { ($0.key.base as? String) == Key.valueRef })?.value as? SecIdentity {
-            return (try SecItemReferences.addIdentity(identity, attributes), try SecItemBridge.query(attributes.filter { ($0.key.base as? String) != Key.valueRef }))
-        }
-        let typed = try SecItemBridge.query(SecItemReferences.expanding(attributes, forAdd: true))
-        return (try KeychainServicesDefaults.currentEngine().add(typed), typed)
-    }
+    SecItemCompiledPath.add(attributes, result) ?? SecItemGeneralPath.add(attributes, result)
 }
 
 /// Finds items; `result` receives nil, the bare data, a dictionary or an array as the return keys ask.
@@ -30,38 +23,63 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 /// and authenticates each use with them, as on Apple platforms. It is bound to
 /// ``KeychainServicesDefaults/secureEnclave`` (`errSecUnimplemented` when there is none).
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    if let status = SecItemCompiledPath.copyMatching(query, result) { return status }
-    return SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: query)) {
-        let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
-        if result == nil, SecItemBridge.returnKeys.contains(where: { typed[$0]?.boolValue == true }) {
-            throw EngineError.param("return keys need a result pointer (errSecReturnMissingPointer)")
-        }
-        return (try KeychainServicesDefaults.currentEngine().copyMatching(typed), typed)
-    }
+    SecItemCompiledPath.copyMatching(query, result) ?? SecItemGeneralPath.copyMatching(query, result)
 }
 
 /// Changes every item that matches `query`.
 ///
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecDuplicateItem`, `errSecParam`…
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
-    if let status = SecItemCompiledPath.update(query, attributesToUpdate) { return status }
-    return SecItemBridge.run(nil) {
-        let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
-        let changes = try SecItemBridge.query(attributesToUpdate)
-        try KeychainServicesDefaults.currentEngine().update(typed, with: changes)
-        return (nil, typed)
-    }
+    SecItemCompiledPath.update(query, attributesToUpdate) ?? SecItemGeneralPath.update(query, attributesToUpdate)
 }
 
 /// Deletes every item that matches `query`.
 ///
 /// - Returns: `errSecSuccess`, or `errSecItemNotFound`, `errSecParam`, `errSecInteractionNotAllowed`…
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
-    if let status = SecItemCompiledPath.delete(query) { return status }
-    return SecItemBridge.run(nil) {
-        let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
-        try KeychainServicesDefaults.currentEngine().delete(typed)
-        return (nil, typed)
+    SecItemCompiledPath.delete(query) ?? SecItemGeneralPath.delete(query)
+}
+
+/// The SecItem functions' general path: every dictionary, every rule (references, identities, `LAContext`s). The
+/// compiled path (``SecItemCompiledPath``) serves the common shapes first and hands the rest here; the differential
+/// tests call these directly as the reference the compiled path must match.
+enum SecItemGeneralPath {
+    static func add(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+        SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: attributes)) {
+            if let identity = attributes.first(where: { ($0.key.base as? String) == Key.valueRef })?.value as? SecIdentity {
+                return (try SecItemReferences.addIdentity(identity, attributes), try SecItemBridge.query(attributes.filter { ($0.key.base as? String) != Key.valueRef }))
+            }
+            let typed = try SecItemBridge.query(SecItemReferences.expanding(attributes, forAdd: true))
+            return (try KeychainServicesDefaults.currentEngine().add(typed), typed)
+        }
+    }
+
+    static func copyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+        SecItemBridge.run(result, laContext: SecItemReferences.laContext(in: query)) {
+            let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
+            if result == nil, SecItemBridge.returnKeys.contains(where: { typed[$0]?.boolValue == true }) {
+                throw EngineError.param("return keys need a result pointer (errSecReturnMissingPointer)")
+            }
+            return (try KeychainServicesDefaults.currentEngine().copyMatching(typed), typed)
+        }
+    }
+
+    static func update(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
+        SecItemBridge.run(nil) {
+            let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
+            let changes = try SecItemBridge.query(attributesToUpdate)
+            try KeychainServicesDefaults.currentEngine().update(typed, with: changes)
+            return (nil, typed)
+        }
+    }
+
+    static func delete(_ query: CFDictionary) -> OSStatus {
+        SecItemBridge.run(nil) {
+            let typed = try SecItemBridge.query(SecItemReferences.expanding(query, forAdd: false))
+            // A Secure Enclave key's TPM authorization secret goes with the key (SecureEnclaveKeySecrets.swift).
+            try SecureEnclaveKeySecrets.delete(typed, engine: KeychainServicesDefaults.currentEngine())
+            return (nil, typed)
+        }
     }
 }
 
@@ -70,163 +88,5 @@ public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMuta
     Status.message(for: status)
 }
 
-/// Conversions between Apple-style dictionaries and the engine's typed values.
-public enum SecItemBridge {
-    static let returnKeys = [Key.returnData, Key.returnAttributes, Key.returnRef, Key.returnPersistentRef]
-
-    /// Runs a SecItem call: `body` returns the engine's result and the typed query it answered.
-    static func run(_ result: UnsafeMutablePointer<CFTypeRef?>?, laContext: LAContext? = nil,
-                    _ body: () throws -> (ItemResult?, KeychainQuery)) -> OSStatus {
-        do {
-            lastFailureReason = nil
-            let (value, query) = try body()
-            result?.pointee = try value.map { try SecItemReferences.object(for: $0, query: query, laContext: laContext) }
-            return errSecSuccess
-        } catch let error as EngineError {
-            lastFailureReason = error.reason.isEmpty ? nil : error.reason
-            return error.status
-        } catch {
-            lastFailureReason = "\(type(of: error))"
-            return errSecInternalError
-        }
-    }
-
-    /// Why the last SecItem call on this thread failed (the engine's reason: what went wrong and what fixes it,
-    /// never secret bytes), for the typed API's errors; nil after a success or a failure without a reason.
-    ///
-    /// Apple's functions return a bare `OSStatus`; on Linux the engine knows more (a keychain directory that
-    /// cannot be written names `KEYSTONE_KEYCHAIN_DIR`), and ``SystemKeychain`` in Keystone passes it on.
-    ///
-    /// Kept in a pthread-specific box, made on a thread's first failure: clearing it on every call costs one
-    /// `pthread_getspecific` (no Foundation thread dictionary on the SecItem path).
-    package static var lastFailureReason: String? {
-        get { FailureReasonBox.existing?.reason }
-        set {
-            if let box = FailureReasonBox.existing { box.reason = newValue }
-            else if let newValue { FailureReasonBox.make().reason = newValue }
-        }
-    }
-
-    /// The typed form of a dictionary of `Any` values.
-    ///
-    /// - Throws: `errSecParam` for a key that is not a string or a value of a type no keychain attribute has.
-    public static func query(_ dictionary: CFDictionary) throws -> KeychainQuery {
-        var query: KeychainQuery = [:]
-        query.reserveCapacity(dictionary.count)
-        for (key, value) in dictionary {
-            guard let name = key.base as? String else { throw EngineError.param("dictionary keys must be strings") }
-            guard let typed = keychainValue(value) else {
-                throw EngineError.param("the value for '\(name)' has an unsupported type \(type(of: value))")
-            }
-            query[name] = typed
-        }
-        return query
-    }
-
-    /// The typed form of one value: nil (so `errSecParam`) for a type no keychain attribute has.
-    ///
-    /// Strings (`String`, `NSString`, `Substring`), bytes (`Data`, `NSData`, `[UInt8]`), Booleans (`Bool`,
-    /// `kCFBooleanTrue`/`kCFBooleanFalse`, `NSNumber(value: true)`), numbers (every Swift integer and
-    /// floating-point type, other `NSNumber`s), dates (`Date`, `NSDate`), `SecAccessControl` and `LAContext`.
-    ///
-    /// - Important: Swift on Linux lets any `NSNumber` holding 0 or 1 cast to `Bool`, so Booleans are told
-    ///   from numbers by the number's class (the Boolean singleton class), never with `as? Bool`:
-    ///   `NSNumber(value: 1)` for `kSecAttrPort` stays the number 1.
-    public static func keychainValue(_ value: Any) -> KeychainValue? {
-        switch value {
-        case let string as String: return .string(string)
-        case let data as Data: return .data(data)
-        case let accessControl as SecAccessControl: return .accessControl(accessControl.accessControl)
-        case let laContext as LAContext: return .authenticationContext(laContext.context)
-        case let context as AuthenticationContext: return .authenticationContext(context)
-        case let date as Date: return .date(date)
-        case let number as NSNumber: return numberValue(number)
-        case let bytes as [UInt8]: return .data(Data(bytes))
-        case let substring as Substring: return .string(String(substring))
-        default: return nil
-        }
-    }
-
-    /// The class of `NSNumber(value: true)` (`kCFBooleanTrue`), distinct from other numbers' class.
-    private static let booleanClass = ObjectIdentifier(type(of: NSNumber(value: true)))
-
-    /// A Boolean, an integer or a floating-point number; nil for an unsigned value beyond `Int64.max`.
-    static func numberValue(_ number: NSNumber) -> KeychainValue? {
-        if ObjectIdentifier(type(of: number)) == booleanClass { return .bool(number.boolValue) }
-        switch String(cString: number.objCType) {
-        case "d", "f":
-            let double = number.doubleValue
-            return double.rounded() == double && abs(double) < 9.2e18 ? .number(Int64(double)) : .double(double)
-        case "Q", "L", "I", "S", "C":
-            let unsigned = number.uint64Value
-            return unsigned <= UInt64(Int64.max) ? .number(Int64(unsigned)) : nil
-        default:
-            return .number(number.int64Value)
-        }
-    }
-
-    /// A result as the Foundation objects Apple hands back.
-    public static func object(_ result: ItemResult) -> AnyObject {
-        switch result {
-        case .data(let data): return SecItemData(copying: data)
-        case .array(let items): return NSArray(array: items.map(object(_:)))
-        case .attributes(let attributes):
-            // Made in one call from arrays of keys and objects: setting each key through the subscript converts it
-            // to AnyHashable and back (a third of a kSecReturnAttributes read, measured).
-            var keys: [NSObject] = [], objects: [AnyObject] = []
-            keys.reserveCapacity(attributes.count)
-            objects.reserveCapacity(attributes.count)
-            for (key, value) in attributes {
-                keys.append(NSString(string: key))
-                objects.append(object(value))
-            }
-            return objects.withUnsafeBufferPointer { objects in
-                keys.withUnsafeBufferPointer { keys in
-                    NSMutableDictionary(objects: objects.baseAddress, forKeys: keys.baseAddress, count: keys.count)
-                }
-            }
-        }
-    }
-
-    /// One value as the Foundation object Apple hands back.
-    public static func object(_ value: KeychainValue) -> AnyObject {
-        switch value {
-        case .string(let s): return NSString(string: s)
-        case .data(let d): return SecItemData(copying: d)
-        case .number(let n): return NSNumber(value: n)
-        case .double(let d): return NSNumber(value: d)
-        case .bool(let b): return NSNumber(value: b)
-        case .date(let d): return NSDate(timeIntervalSinceReferenceDate: d.timeIntervalSinceReferenceDate)
-        case .accessControl(let ac): return SecAccessControl(ac)
-        case .authenticationContext(let c): return c
-        }
-    }
-}
-/// This thread's last SecItem failure reason (``SecItemBridge/lastFailureReason``): one box per thread that failed,
-/// released with the thread.
-private final class FailureReasonBox {
-    var reason: String?
-
-    /// The key; its destructor releases a thread's box when the thread ends.
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key) { pointer in
-            if let pointer { Unmanaged<FailureReasonBox>.fromOpaque(pointer).release() }
-        }
-        return key
-    }()
-
-    /// This thread's box, if it has one.
-    static var existing: FailureReasonBox? {
-        pthread_getspecific(key).map { Unmanaged<FailureReasonBox>.fromOpaque($0).takeUnretainedValue() }
-    }
-
-    /// A new box for this thread (it has none).
-    static func make() -> FailureReasonBox {
-        let box = FailureReasonBox()
-        pthread_setspecific(key, Unmanaged.passRetained(box).toOpaque())
-        return box
-    }
-}
 #endif
 

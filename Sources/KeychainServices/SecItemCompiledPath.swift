@@ -100,17 +100,54 @@ struct SecItemShape {
     }
 }
 
+/// A `SecItemCopyMatching` dictionary read in one pass into the typed query the general path builds from it
+/// (``SecItemBridge/query(_:)``, the same conversion of each value), for a dictionary the general path would not
+/// change first: no `kSecValueRef` (expanded to its item's attributes), no `kSecReturnRef` (objects made from the
+/// results), no `kSecUseAuthenticationContext` (an `LAContext` the objects keep). The general path scans such a
+/// dictionary three times (its `LAContext`, its `kSecValueRef`, its values); this reads it once.
+enum SecItemReadQuery {
+    /// The typed query; nil when the dictionary holds one of those keys, a key that is not a string or a value of a
+    /// type no keychain attribute has (the general path then reports what is wrong).
+    static func typed(_ dictionary: CFDictionary) -> KeychainQuery? {
+        var query: KeychainQuery = [:]
+        query.reserveCapacity(dictionary.count)
+        for (key, value) in dictionary {
+            guard let name = key.base as? String else { return nil }
+            switch name {
+            case Key.valueRef, Key.returnRef, Key.useAuthenticationContext: return nil
+            default:
+                guard let typed = SecItemBridge.keychainValue(value) else { return nil }
+                query[name] = typed
+            }
+        }
+        return query
+    }
+}
+
 /// The SecItem functions over the engine's compiled operations; each returns nil when the general path must run.
 enum SecItemCompiledPath {
-    /// `SecItemCopyMatching` of one generic password's data.
+    /// `SecItemCopyMatching`: one generic password's data through the engine's compiled read; any other read without
+    /// object references (attributes, data and attributes, limit All, internet passwords, persistent references, every
+    /// storage) through the engine's general `copyMatching` with the typed query read in one pass
+    /// (``SecItemReadQuery``), its result made by `SecItemBridge.object(_:)` as the general path makes it.
     static func copyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus? {
-        guard let result, let shape = SecItemShape(query, for: .copy), shape.returnData, let key = shape.key,
-              let engine = try? KeychainServicesDefaults.currentEngine() else { return nil }
-        return run {
-            guard case .done(let data) = try engine.compiledSecret(for: key, accessGroup: shape.group, synchronizable: shape.synchronizable) else {
-                return false
+        guard let result, let engine = try? KeychainServicesDefaults.currentEngine() else { return nil }
+        if let shape = SecItemShape(query, for: .copy), shape.returnData, let key = shape.key {
+            let served = run {
+                guard case .done(let data) = try engine.compiledSecret(for: key, accessGroup: shape.group, synchronizable: shape.synchronizable) else {
+                    return false
+                }
+                result.pointee = SecItemData(copying: data)
+                return true
             }
-            result.pointee = SecItemData(copying: data)
+            if let served { return served }
+        }
+        guard let typed = SecItemReadQuery.typed(query) else { return nil }
+        return run {
+            // What the general path does for a query without kSecValueRef, kSecReturnRef or an LAContext: the same
+            // engine call with the same typed query, the same result objects.
+            let value = try engine.copyMatching(typed)
+            result.pointee = value.map(SecItemBridge.object(_:))
             return true
         }
     }

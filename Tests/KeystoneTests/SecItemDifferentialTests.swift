@@ -10,8 +10,9 @@ import Testing
 // Differential tests of the SecItem functions' compiled path (issue 32): the same seeded, randomized sequences of calls
 // run through three keychains that start empty and share one clock and configuration:
 // - A: SecItem with `[String: Any]` dictionaries, as Apple-style code calls it (the compiled path where it applies);
-// - B: the same dictionaries through SecItem on an engine with a hook installed, which makes every call take the
-//   general path (the reference: parse, validate, run the general operations);
+// - B: the same dictionaries through SecItem's general path (`SecItemGeneralPath`, called directly, on an engine with a
+//   hook installed so the engine's compiled operations decline too): the reference that parses, validates and runs
+//   the general operations;
 // - C: the engine's typed operations (`add`, `copyMatching`, `update`, `delete` with `KeychainQuery` values).
 // Each step's status codes and results must be identical, and so must the three keychains' contents after it.
 
@@ -124,6 +125,10 @@ struct DifferentialGenerator {
     }
 
     private mutating func identity(into entries: inout [(String, DifferentialValue)], forAdd: Bool) {
+        if random.percent() < 15 {
+            internetIdentity(into: &entries, forAdd: forAdd)
+            return
+        }
         if fault(2) {
             switch random.percent() % 4 {
             case 0: break  // no kSecClass
@@ -153,6 +158,22 @@ struct DifferentialGenerator {
         if random.percent() < 3 { entries.append(("m_Foo", .string("ignored"))) }
         if fault(1) { entries.append(("zzzz", .string("x"))) }       // a four-character key no class has: errSecNoSuchAttr
         if fault(1) { entries.append(("bogus_key", .string("x"))) }  // an unknown key: errSecParam
+    }
+
+    /// An internet password's identity as Apple-style code names one: its server and account, often its protocol and
+    /// port, or only its server (a read of every account on it).
+    private mutating func internetIdentity(into entries: inout [(String, DifferentialValue)], forAdd: Bool) {
+        entries.append((Key.class, .string("inet")))
+        if random.percent() < 90 { entries.append((Key.server, .string(random.pick(["h1.example", "h2.example"])))) }
+        if random.percent() < 80 { entries.append((Key.account, text(["a1", "a2"]))) }
+        if random.percent() < 40 { entries.append((Key.`protocol`, .string(random.pick(["htps", "http"])))) }
+        if random.percent() < 30 { entries.append((Key.port, random.pick([.number(443), .nsNumber(8443), .number(0)]))) }
+        if random.percent() < 10 { entries.append((Key.path, .string("/p"))) }
+        if random.percent() < 15 { entries.append((Key.accessGroup, .string(random.pick(groups)))) }
+        if random.percent() < 10 {
+            entries.append((Key.synchronizable, forAdd ? random.pick([.bool(true), .bool(false)]) : random.pick([.bool(true), .bool(false), .string(Key.synchronizableAny)])))
+        }
+        if fault(1) { entries.append((Key.port, .string("443"))) }
     }
 
     private mutating func returnKeys(into entries: inout [(String, DifferentialValue)], percent: Int) {
@@ -257,22 +278,40 @@ struct DifferentialKeychains {
         return .data(try #require(object as? Data, "a result of type \(type(of: object))"))
     }
 
-    /// `step` through SecItem on `engine` (the default keychain meanwhile).
-    func secItem(_ step: DifferentialStep, on engine: KeychainEngine) throws -> DifferentialOutcome {
+    /// `step` through SecItem on `engine` (the default keychain meanwhile): the public functions (the compiled path
+    /// where it applies), or with `general` the general path alone.
+    func secItem(_ step: DifferentialStep, on engine: KeychainEngine, general: Bool = false) throws -> DifferentialOutcome {
         KeychainServicesDefaults.setEngine(engine)
         var result: CFTypeRef?
         func withResult(_ call: (UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus) -> OSStatus {
             step.passesResult ? call(&result) : call(nil)
         }
         let status: OSStatus
+        let (dictionary, changes) = (step.dictionary as CFDictionary, step.changesDictionary as CFDictionary)
         switch step.operation {
-        case .add: status = withResult { SecItemAdd(step.dictionary as CFDictionary, $0) }
-        case .copy: status = withResult { SecItemCopyMatching(step.dictionary as CFDictionary, $0) }
-        case .update: status = SecItemUpdate(step.dictionary as CFDictionary, step.changesDictionary as CFDictionary)
-        case .delete: status = SecItemDelete(step.dictionary as CFDictionary)
+        case .add: status = withResult { general ? SecItemGeneralPath.add(dictionary, $0) : SecItemAdd(dictionary, $0) }
+        case .copy: status = withResult { general ? SecItemGeneralPath.copyMatching(dictionary, $0) : SecItemCopyMatching(dictionary, $0) }
+        case .update: status = general ? SecItemGeneralPath.update(dictionary, changes) : SecItemUpdate(dictionary, changes)
+        case .delete: status = general ? SecItemGeneralPath.delete(dictionary) : SecItemDelete(dictionary)
         case .lock: return DifferentialOutcome(status: errSecSuccess)
         }
+        if let result { try Self.checkObjectKinds(result) }
         return DifferentialOutcome(status: status, result: try Self.typedResult(result))
+    }
+
+    /// Checks that a result is made of the objects Apple-style code casts to: an `NSArray` of results, an
+    /// `NSMutableDictionary` (exactly: Foundation on Linux bridges only its own classes to `[String: Any]`) with
+    /// `NSString` keys, bytes that are `ContiguousBytes`. (An array's elements cannot be checked: Foundation on Linux
+    /// bridges each one to a Swift value as it hands it out.)
+    static func checkObjectKinds(_ object: AnyObject) throws {
+        if object is NSArray {
+            return
+        } else if let dictionary = object as? NSDictionary {
+            try #require(type(of: dictionary) == NSMutableDictionary.self, "a result dictionary of class \(type(of: dictionary))")
+            for key in dictionary.allKeys { try #require(key is String, "a result key of type \(type(of: key))") }
+        } else {
+            try #require(object is any ContiguousBytes, "a result of type \(type(of: object))")
+        }
     }
 
     /// `step` through the engine's typed operations; nil when a value has no typed form.
@@ -342,7 +381,7 @@ struct DifferentialKeychains {
             }
             if Self.compiledShape(step) { served += 1 }
             let a = try secItem(step, on: compiled)
-            let b = try secItem(step, on: reference)
+            let b = try secItem(step, on: reference, general: true)
             statuses.insert(a.status)
             let sameAsGeneral = a == b
             try #require(sameAsGeneral, "seed \(seed) step \(index): \(step)\n  SecItem (compiled path): \(a)\n  SecItem (general path):  \(b)")
@@ -380,7 +419,9 @@ struct DifferentialKeychains {
         let dictionary = step.dictionary as CFDictionary
         switch step.operation {
         case .add: return SecItemShape(dictionary, for: .add).map { $0.key != nil && $0.secret != nil } ?? false
-        case .copy: return step.passesResult && (SecItemShape(dictionary, for: .copy).map { $0.key != nil && $0.returnData } ?? false)
+        case .copy:
+            return step.passesResult && ((SecItemShape(dictionary, for: .copy).map { $0.key != nil && $0.returnData } ?? false)
+                                         || SecItemReadQuery.typed(dictionary) != nil)
         case .update:
             return SecItemShape(dictionary, for: .query)?.key != nil && SecItemShape(step.changesDictionary as CFDictionary, for: .changes)?.secret != nil
         case .delete: return SecItemShape(dictionary, for: .query)?.key != nil
@@ -459,6 +500,75 @@ struct SecItemDifferentialTests {
         var attributes: CFTypeRef?
         try #require(SecItemCopyMatching(item.merging([Key.returnData: true, Key.returnAttributes: true]) { $1 } as CFDictionary, &attributes) == errSecSuccess)
         #expect((attributes as? [String: Any])?[Key.valueData] as? Data == secret)
+    }
+
+    @Test("every read shape apps use gives the general path's status, result and objects (generic and internet passwords)",
+          arguments: ["memory", "keychain file"])
+    func readShapes(storage: String) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("secitem-shapes-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory); KeychainServicesDefaults.useMemoryKeychain() }
+        let store: any KeychainStorage = storage == "memory"
+            ? MemoryStorage() : try KeychainFile.create(at: directory.appendingPathComponent("s.keychain-db").path, password: "shapes")
+        KeychainServicesDefaults.setEngine(KeychainEngine(storage: store, configuration: KeychainServicesDefaults.standardConfiguration()))
+        let (genp, inet) = (ItemClass.genericPassword.rawValue, ItemClass.internetPassword.rawValue)
+        let items: [[String: Any]] = [
+            [Key.class: genp, Key.service: "svc", Key.account: "a1", Key.valueData: Data("one".utf8), Key.label: "L"],
+            [Key.class: genp, Key.service: "svc", Key.account: "a2", Key.valueData: Data("two".utf8)],
+            [Key.class: genp, Key.service: "svc", Key.account: "a3", Key.valueData: Data(), Key.synchronizable: true],
+            [Key.class: inet, Key.server: "h1.example", Key.account: "a1", Key.`protocol`: "htps", Key.port: 443, Key.valueData: Data("web".utf8)],
+            [Key.class: inet, Key.server: "h1.example", Key.account: "a2", Key.valueData: Data("web2".utf8)],
+        ]
+        for item in items { try #require(SecItemAdd(item as CFDictionary, nil) == errSecSuccess) }
+        let reads: [[String: Any]] = [
+            [Key.class: genp, Key.service: "svc", Key.account: "a1", Key.returnData: true],
+            [Key.class: genp, Key.service: "svc", Key.account: "a1", Key.returnData: true, Key.returnAttributes: true, Key.matchLimit: Key.matchLimitOne],
+            [Key.class: genp, Key.service: "svc", Key.account: "a2", Key.returnAttributes: true],
+            [Key.class: genp, Key.service: "svc", Key.matchLimit: Key.matchLimitAll, Key.returnAttributes: true],
+            [Key.class: genp, Key.service: "svc", Key.matchLimit: Key.matchLimitAll, Key.returnAttributes: true, Key.returnData: true,
+             Key.synchronizable: Key.synchronizableAny],
+            [Key.class: genp, Key.service: "svc", Key.matchLimit: Key.matchLimitAll, Key.returnData: true],
+            [Key.class: genp, Key.service: "svc", Key.account: "a1", Key.returnPersistentRef: true, Key.returnAttributes: true],
+            [Key.class: genp, Key.service: "svc", Key.account: "none", Key.returnData: true],
+            [Key.class: inet, Key.server: "h1.example", Key.account: "a1", Key.returnData: true],
+            [Key.class: inet, Key.server: "h1.example", Key.account: "a1", Key.`protocol`: "htps", Key.port: 443, Key.returnData: true,
+             Key.returnAttributes: true],
+            [Key.class: inet, Key.server: "h1.example", Key.matchLimit: Key.matchLimitAll, Key.returnAttributes: true],
+        ]
+        for read in reads {
+            try #require(SecItemReadQuery.typed(read as CFDictionary) != nil, "the one-pass read does not serve \(read)")
+            var compiled: CFTypeRef?, general: CFTypeRef?
+            let status = SecItemCopyMatching(read as CFDictionary, &compiled)
+            let generalStatus = SecItemGeneralPath.copyMatching(read as CFDictionary, &general)
+            #expect(status == generalStatus, "\(read)")
+            if let compiled { try DifferentialKeychains.checkObjectKinds(compiled) }
+            let (a, b) = (try DifferentialKeychains.typedResult(compiled), try DifferentialKeychains.typedResult(general))
+            #expect(a == b, "\(read): \(String(describing: a)) against \(String(describing: b))")
+            #expect(status == errSecItemNotFound || a != nil, "\(read) found nothing")
+        }
+    }
+
+    @Test("reads without object references take the one-pass read; kSecValueRef, kSecReturnRef, an LAContext, a key that is no string or a value of no keychain type do not")
+    func oneParseReads() {
+        let genp = ItemClass.genericPassword.rawValue
+        let served: [[AnyHashable: Any]] = [
+            [Key.class: genp, Key.service: "s", Key.account: "a", Key.returnData: true, Key.returnAttributes: true],
+            [Key.class: genp, Key.service: "s", Key.matchLimit: Key.matchLimitAll, Key.returnAttributes: true, Key.synchronizable: Key.synchronizableAny],
+            [Key.class: "inet", Key.server: "h", Key.port: NSNumber(value: 443), Key.returnData: kCFBooleanTrue as Any],
+        ]
+        for dictionary in served {
+            let typed = SecItemReadQuery.typed(dictionary)
+            #expect(typed != nil, "\(dictionary)")
+            #expect(typed == (try? SecItemBridge.query(dictionary)), "the one-pass read differs from the general path's for \(dictionary)")
+        }
+        let general: [[AnyHashable: Any]] = [
+            [Key.class: genp, Key.service: "s", Key.returnRef: true],
+            [Key.class: genp, Key.valueRef: "x", Key.returnData: true],
+            [Key.class: genp, Key.service: "s", Key.returnData: true, Key.useAuthenticationContext: LAContext()],
+            [Key.class: genp, Key.service: "s", Key.account: URL(string: "https://example.com")!, Key.returnData: true],
+            [Key.class: genp, 7: "s", Key.returnData: true],
+        ]
+        for dictionary in general { #expect(SecItemReadQuery.typed(dictionary) == nil, "\(dictionary)") }
     }
 
     @Test("the shapes Apple-style code passes most are read into the compiled path's slots; any other key or type is not")
