@@ -26,8 +26,11 @@ enum PolkitGUIAgent {
         }
         guard fm.isExecutableFile(atPath: script) else { return "\(script) is missing" }
         let mounts = (try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? ""
-        guard mounts.contains(" /sys/fs/cgroup cgroup2 ") || mounts.contains(" /sys/fs/cgroup/unified cgroup2 ") else {
+        guard let hierarchy = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].first(where: { mounts.contains(" \($0) cgroup2 ") }) else {
             return "no cgroup v2 hierarchy (the planted login session is found through /proc/PID/cgroup)"
+        }
+        guard access(hierarchy, W_OK) == 0 else {
+            return "\(hierarchy) is not writable (the script makes the session's cgroup there): errno \(errno)"
         }
         return nil
     }()
