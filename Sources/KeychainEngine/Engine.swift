@@ -97,6 +97,10 @@ public final class KeychainEngine: Sendable {
     let hooks = Locked<[any EngineHook]>([])
     private let biometryEnrollment = Locked<Int64>(1)
     private let damagedItemsSkipped = Locked<Int>(0)
+    /// Whether the storage's write transactions report the lock state they write with (``StorageReader/lockState``),
+    /// learnt at the first add: an add then checks its accessibility inside its transaction, instead of asking the
+    /// storage first (a keychain file reads its header again for that).
+    private let transactionsReportLockState = Locked<Bool?>(nil)
 
     /// How many damaged rows (failing their integrity check: `errSecDecode`) operations of this engine have
     /// skipped since it was made. Each one is also logged, with its class and row id.
@@ -267,12 +271,18 @@ public final class KeychainEngine: Sendable {
     // MARK: - Add
 
     private func performAdd(_ input: KeychainQuery) throws -> ItemResult? {
-        let (q, prepared) = try prepareAdd(input, configuration)
+        let checkInside = transactionsReportLockState.current == true
+        let (q, prepared) = try prepareAdd(input, configuration, checkingLockState: !checkInside)
         var item = prepared
         // The storage owns the duplicate check: its insert enforces the UNIQUE constraint over the primary key and
         // fails with errSecDuplicateItem, changing nothing, whether the existing row is readable or not (a row of a
         // locked class still holds its key), as Apple's SecItemAdd does. The engine does not look first.
-        item.rowID = try storage.write { try $0.insert(item) }
+        item.rowID = try storage.write { tx in
+            let reported = tx.lockState
+            if transactionsReportLockState.current == nil { transactionsReportLockState.withLock { $0 = reported != nil } }
+            if checkInside { try Self.checkAddable(item.accessibility, in: reported ?? storage.lockState) }
+            return try tx.insert(item)
+        }
         guard q.hasReturnKeys else { return nil }
         return shape([result(for: item, q, data: item.secret)], q, limitOverride: .one)
     }
@@ -283,7 +293,11 @@ public final class KeychainEngine: Sendable {
     }
 
     /// Validates an add and builds the row it inserts (defaults filled in).
-    private func prepareAdd(_ input: KeychainQuery, _ config: EngineConfiguration) throws -> (ParsedQuery, StoredItem) {
+    ///
+    /// `checkingLockState` false: the caller checks the accessibility against the lock state itself
+    /// (``checkAddable(_:in:)``), inside its transaction.
+    private func prepareAdd(_ input: KeychainQuery, _ config: EngineConfiguration,
+                            checkingLockState: Bool = true) throws -> (ParsedQuery, StoredItem) {
         let q = try ParsedQuery(input, for: .add)
         guard q.persistentReference == nil else { throw EngineError.param("kSecValuePersistentRef cannot be added") }
         guard q.itemClass != .identity else {
@@ -320,10 +334,15 @@ public final class KeychainEngine: Sendable {
         if let ac = q.accessControl, ac.flags.contains(.biometryCurrentSet) {
             attributes[Self.enrollmentAttribute] = .data(currentBiometryState())
         }
-        guard accessibility.isAvailable(in: storage.lockState) else {
+        if checkingLockState { try Self.checkAddable(accessibility, in: storage.lockState) }
+        return (q, StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl))
+    }
+
+    /// Fails with `errSecInteractionNotAllowed` when an item of `accessibility` cannot be added in `lockState`.
+    private static func checkAddable(_ accessibility: Accessibility, in lockState: LockState) throws {
+        guard accessibility.isAvailable(in: lockState) else {
             throw EngineError.interactionNotAllowed("the keychain is locked and the item's accessibility is '\(accessibility.rawValue)'")
         }
-        return (q, StoredItem(itemClass: q.itemClass, attributes: attributes, secret: q.valueData, accessControl: q.accessControl))
     }
 
     func resolveAccessGroup(_ requested: String?, _ config: EngineConfiguration) throws -> String {
@@ -634,12 +653,16 @@ public final class KeychainEngine: Sendable {
             if !pending.isEmpty { return pending }
         }
         let now = config.now()
-        for item in targets { try tx.replace(try updated(item, with: plan.changes, now: now)) }
+        // The transaction's own lock state: asking the storage would read the file's header again (a keychain file).
+        let lockState = tx.lockState
+        for item in targets { try tx.replace(try updated(item, with: plan.changes, now: now, lockState: lockState)) }
         return []
     }
 
     /// `item` with `c`'s changes applied and a new modification date.
-    func updated(_ original: StoredItem, with c: ParsedQuery, now: Date) throws -> StoredItem {
+    ///
+    /// `lockState`: the state the transaction reads with (``StorageReader/lockState``), nil to ask the storage.
+    func updated(_ original: StoredItem, with c: ParsedQuery, now: Date, lockState: LockState? = nil) throws -> StoredItem {
         var item = original
         for (key, value) in c.attributes { item.attributes[key] = value }
         if case .some(.some(let b)) = c.sync { item.attributes[Key.synchronizable] = .bool(b) }
@@ -657,7 +680,7 @@ public final class KeychainEngine: Sendable {
         }
         // A synchronizable item may take a ThisDeviceOnly accessibility, as on Apple's keychain (see prepareAdd).
         let accessibility = item.accessibility
-        guard accessibility.isAvailable(in: storage.lockState) else {
+        guard accessibility.isAvailable(in: lockState ?? storage.lockState) else {
             throw EngineError.interactionNotAllowed("the new accessibility is not available while the keychain is locked")
         }
         item.attributes[Key.modificationDate] = .date(now)
@@ -731,13 +754,14 @@ public final class KeychainEngine: Sendable {
                                                 schema: ClassSchema.of(item.itemClass)) == nil,
                           Self.item(old, matches: Self.wanted(p.query), schema: ClassSchema.of(item.itemClass),
                                     caseInsensitive: p.query.caseInsensitive, accessGroups: config.accessGroups) else { return nil }
-                    guard old.accessibility.isAvailable(in: storage.lockState) else {
-                        throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(storage.lockState.rawValue)")
+                    let lockState = tx.lockState ?? storage.lockState
+                    guard old.accessibility.isAvailable(in: lockState) else {
+                        throw EngineError.interactionNotAllowed("a matching item is not available while the keychain is \(lockState.rawValue)")
                     }
                     if p.changesSecret && config.enforcesAccessControl && (old.accessControl?.flags.requiresAuthentication ?? false) {
                         throw NeedsAuthentication()
                     }
-                    return try updated(old, with: p.changes, now: config.now())
+                    return try updated(old, with: p.changes, now: config.now(), lockState: lockState)
                 }
                 switch outcome {
                 case .inserted: return .added

@@ -318,12 +318,16 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     ///
     /// - Throws: `errSecNoSuchKeychain` when the file was deleted; the errors of opening when it was replaced by
     ///   a file that is not a valid keychain.
-    func refresh() throws {
+    ///
+    /// `inWriteTransaction`: the caller followed a replacement (``followReplacement()``) and then began its write
+    /// transaction: the data version and the header are read in that transaction's snapshot, with no read transaction
+    /// of their own (each costs SQLite two file locks).
+    func refresh(inWriteTransaction: Bool = false) throws {
         guard !inTransaction else { return }
-        try followReplacement()
+        if !inWriteTransaction { try followReplacement() }
         if let version = try busyOrNil(currentDataVersion), version != dataVersion {
             // Read before `dataVersion` moves: a busy read is tried again by the caller, not skipped.
-            let read = try busyOrNil(readHeaderInTransaction)
+            let read = try busyOrNil(inWriteTransaction ? readHeaderFields : readHeaderInTransaction)
             dataVersion = version
             if let fresh = read {
                 header = fresh
@@ -343,7 +347,7 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     /// Notices that the file at `path` is no longer the one open: another process replaced it (a restore, a
     /// delete and create). Writes must land in the file others read, so the new file is opened in its place,
     /// with none of the old file's keys.
-    private func followReplacement() throws {
+    func followReplacement() throws {
         var info = stat()
         guard stat(path, &info) == 0 else {
             gone = EngineError(Status.noSuchKeychain, "the keychain \(path) was deleted")
@@ -398,6 +402,11 @@ public final class KeychainFile: KeychainStorage, @unchecked Sendable {
     private func readHeaderInTransaction() throws -> Header {
         try db.statement("BEGIN").run()
         defer { try? db.statement("COMMIT").run() }
+        return try readHeaderFields()
+    }
+
+    /// The header as stored now, inside the caller's transaction (see ``readHeaderInTransaction()``).
+    private func readHeaderFields() throws -> Header {
         let fields = try Header.fields(from: db)
         if let (known, decoded) = lastHeaderFields, known == fields { return decoded }
         let decoded = try Header.decode(fields)

@@ -76,8 +76,14 @@ extension KeychainFile {
     ///   what `body` throws.
     public func write<T>(_ body: (any StorageWriter) throws -> T) throws -> T {
         let (result, pending) = try withMutexWaitingOutside { () throws -> (T, (LogFlusher, UInt64)?) in
-            try refresh()
+            // The replacement first (it may swap the connection), then the rest of the refresh inside the write
+            // transaction: the header checked is the one the write commits on.
+            try followReplacement()
             do { try beginImmediate() } catch let error as SQLiteError where !error.isBusy { throw error.engineError }
+            do { try refresh(inWriteTransaction: true) } catch {
+                try? db.statement("ROLLBACK").run()
+                throw error
+            }
             ensureLogCapacity()
             let source = RowSource(db: db, keys: keys, version: header.version, generation: caches.generation, caching: cachingEnabled)
             source.began = true

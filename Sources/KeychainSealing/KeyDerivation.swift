@@ -64,6 +64,5 @@ package struct KDFParameters: Codable, Hashable, Sendable {
 }
 
 package func randomBytes(_ count: Int) -> Data {
-    var generator = SystemRandomNumberGenerator()
-    return Data((0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+    Data(SystemRandom.bytes(count))
 }

@@ -103,12 +103,23 @@ package struct SealedItem: Sendable, Hashable {
             throw EngineError.interactionNotAllowed("the item's protection class is locked")
         }
         let associated = aad(protection)
-        let itemKey = SymmetricKey(size: .bits256)
+        // The row key and both nonces from one read of the system's CSPRNG (swift-crypto's own generation makes a
+        // system call per 8 bytes: eight per row), then the buffer is zeroed.
+        var random = SystemRandom.bytes(32 + 12 + 12)
+        defer { SystemRandom.zero(&random) }
+        let itemKey = SymmetricKey(data: random[0..<32])
+        let wrapNonce = try Self.nonce(random[32..<44]), sealNonce = try Self.nonce(random[44..<56])
         var stored = item
         stored.rowID = 0
         self.protection = protection
-        wrappedKey = try Sealing.seal(itemKey.withUnsafeBytes { Data($0) }, key: classKey, aad: associated)
-        payload = try Sealing.seal(RowCodec.encode(stored), key: itemKey, aad: associated)
+        wrappedKey = try Sealing.seal(random[0..<32], key: classKey, nonce: wrapNonce, aad: associated)
+        payload = try Sealing.seal(RowCodec.encode(stored), key: itemKey, nonce: sealNonce, aad: associated)
+    }
+
+    private static func nonce(_ bytes: ArraySlice<UInt8>) throws(EngineError) -> AES.GCM.Nonce {
+        do { return try AES.GCM.Nonce(data: bytes) } catch {
+            throw EngineError(.internalComponent, "AES-GCM refused a nonce (\(type(of: error)))")
+        }
     }
 
     /// What opening a sealed item gave.

@@ -26,8 +26,18 @@ package enum Sealing {
     ///
     /// - Throws: `errSecInternalComponent` when swift-crypto refuses (it never does for a 256-bit key).
     package static func seal(_ plaintext: Data, key: SymmetricKey, aad: Data) throws(EngineError) -> Data {
+        try seal(plaintext, key: key, nonce: nil, aad: aad)
+    }
+
+    /// AES-GCM with `nonce` (12 bytes from the system's CSPRNG, ``SystemRandom``), or a random one when nil: nonce,
+    /// ciphertext and tag, as ``seal(_:key:aad:)``.
+    ///
+    /// - Important: A nonce must never be used twice with one key: pass only fresh random bytes.
+    /// - Throws: `errSecInternalComponent` when swift-crypto refuses (a nonce that is not 12 bytes).
+    package static func seal<Plaintext: DataProtocol>(_ plaintext: Plaintext, key: SymmetricKey, nonce: AES.GCM.Nonce?,
+                                                      aad: Data) throws(EngineError) -> Data {
         do {
-            return try AES.GCM.seal(plaintext, using: key, authenticating: aad).combined!
+            return try AES.GCM.seal(plaintext, using: key, nonce: nonce, authenticating: aad).combined!
         } catch {
             throw EngineError(.internalComponent, "AES-GCM sealing failed (\(type(of: error)))")
         }
