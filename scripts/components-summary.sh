@@ -34,6 +34,7 @@ COMPONENTS = [
     ("openssl", r"openssl"),
     ("tpm2-openssl", r"tpm2-openssl"),
     ("polkit", r"polkit: "),
+    ("polkit GUI agent", r"polkit GUI agent"),
     ("pass/gpg", r"\bpass\b|password-store|gpg"),
     ("TLS server", r"real TLS server"),
     ("git", r"real git|git-credential-libsecret"),
