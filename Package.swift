@@ -105,6 +105,8 @@ let package = Package(
         .target(name: "CKeyring", path: "Sources/CKeyring"),
         // getrandom(2), the kernel's CSPRNG, for SecRandomCopyBytes (Swift's Glibc module lacks <sys/random.h>).
         .target(name: "CSystemRandom", path: "Sources/CSystemRandom"),
+        // Atomics and futex waits on memory shared between processes: the keychain file's cross-process group commit.
+        .target(name: "CSharedMemory", path: "Sources/CSharedMemory"),
         // libsecret, the freedesktop Secret Service client (libsecret-1-dev on Debian), and Keystone's C boundary to it:
         // GLib and D-Bus stay behind plain C functions. Linux only, and only with the SecretService trait.
         .systemLibrary(name: "CLibSecret", path: "Sources/CLibSecret", pkgConfig: "libsecret-1",
@@ -136,7 +138,7 @@ let package = Package(
         ], swiftSettings: settings),
         // The encrypted keychain file: Linux's default keychain storage.
         .target(name: "KeychainFile", dependencies: [
-            "KeychainEngine", "KeychainSealing", "CSQLite",
+            "KeychainEngine", "KeychainSealing", "CSQLite", "CSharedMemory",
             .target(name: "CKeyring", condition: .when(platforms: linuxOnly)),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -348,7 +348,7 @@ extension KeychainFile {
             guard unlink(path) == 0 else {
                 throw EngineError(Status.wrPerm, "cannot delete \(path): \(String(cString: strerror(errno)))")
             }
-            for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
+            for suffix in ["-wal", "-shm", SharedCommit.suffix] { unlink(path + suffix) }
         }
     }
 

@@ -42,6 +42,9 @@ final class LogFlusher: @unchecked Sendable {
 
     /// A descriptor of the connection's write-ahead log (a duplicate of SQLite's own), closed with the flusher.
     private let descriptor: Int32
+    /// The file shared with other processes writing the keychain, to share flushes with them (`SharedCommit.swift`);
+    /// nil: this connection flushes its own commits.
+    let shared: SharedCommit?
     private let condition = NSCondition()
     /// Commits written to the log; the ticket of the latest.
     private var written: UInt64 = 0
@@ -53,7 +56,10 @@ final class LogFlusher: @unchecked Sendable {
     /// Flushes done (for tests and benchmarks).
     private var flushes = 0
 
-    init(descriptor: Int32) { self.descriptor = descriptor }
+    init(descriptor: Int32, shared: SharedCommit?) {
+        self.descriptor = descriptor
+        self.shared = shared
+    }
 
     deinit { close(descriptor) }
 
@@ -98,7 +104,8 @@ final class LogFlusher: @unchecked Sendable {
             let target = written
             condition.unlock()
             beforeFlush?()
-            let failed: Int32? = fdatasync(descriptor) == 0 ? nil : errno
+            let failed: Int32? = shared.map { $0.makeDurable(logDescriptor: descriptor) }
+                ?? (fdatasync(descriptor) == 0 ? nil : errno)
             condition.lock()
             flushing = false
             flushes += 1
@@ -151,6 +158,10 @@ extension KeychainFile {
     /// with concurrent writers, fewer than the writes.
     public var logFlushCount: Int { withMutex { db.logFlusher?.flushCount ?? 0 } }
 
+    /// The file this instance shares flushes and write-lock wake-ups through with other processes (`SharedCommit.swift`),
+    /// once group commit is set up; nil before, or when the file was refused.
+    package var sharedCommit: SharedCommit? { withMutex { db.logFlusher?.shared } }
+
     /// Commits written to this connection's log through group commit (0 while it commits with `synchronous=FULL`).
     package var logCommitsWritten: UInt64 { withMutex { db.logFlusher?.commitCount ?? 0 } }
 
@@ -158,7 +169,10 @@ extension KeychainFile {
     /// SQLite flushed the commit itself (`synchronous=FULL`). Sets up group commit after the connection's first
     /// commit (its log is open then): `PRAGMA synchronous` cannot change inside a transaction.
     func committed() -> (LogFlusher, UInt64)? {
-        if let flusher = db.logFlusher { return (flusher, flusher.noteCommit()) }
+        if let flusher = db.logFlusher {
+            flusher.shared?.signalWriteEnd()
+            return (flusher, flusher.noteCommit())
+        }
         if groupCommit, !db.groupCommitAttempted {
             db.groupCommitAttempted = true
             let log = path + "-wal"
@@ -166,7 +180,8 @@ extension KeychainFile {
                 LogFlusher.flushDirectory(of: log)
                 do {
                     try db.exec("PRAGMA synchronous=NORMAL")
-                    db.logFlusher = LogFlusher(descriptor: descriptor)
+                    db.logFlusher = LogFlusher(descriptor: descriptor,
+                                               shared: SharedCommit.open(keychainPath: path, logDescriptor: descriptor))
                 } catch {
                     close(descriptor)
                     KeystoneLog.logger.notice("group commit is off for this keychain: SQLite refused synchronous=NORMAL", metadata: ["path": "\(path)"])

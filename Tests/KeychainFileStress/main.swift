@@ -15,6 +15,7 @@ let args = CommandLine.arguments
 guard args.count >= 4 else { fail("usage: keychain-file-stress PATH PASSWORD MODE ARGS") }
 
 //   create-loop                 create PATH-0, PATH-1, … (password PASSWORD) forever; print "created N" after each
+//   hold-commit-lock            hold the flush lock of PATH-commit (flock) forever; print "held" once it is held
 //   default-add ACCOUNT         first use of the default keychain ($KEYSTONE_KEYCHAIN): add ACCOUNT, read it back,
 //                               print "ok"; on failure print "status S" and exit 1
 switch args[3] {
@@ -25,6 +26,12 @@ case "create-loop":
         emit("created \(i)")
         i += 1
     }
+case "hold-commit-lock":
+    // Holds the flush lock of the keychain's commit file (as a process inside its flush would) until killed.
+    let fd = open(args[1] + "-commit", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0, flock(fd, LOCK_EX) == 0 else { fail("cannot lock \(args[1])-commit") }
+    emit("held")
+    while true { sleep(1000) }
 case "default-add":
     do {
         let (file, _) = try KeychainFile.openDefault()

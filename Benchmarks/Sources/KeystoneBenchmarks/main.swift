@@ -38,6 +38,7 @@ if CommandLine.arguments.dropFirst().first == "configuration" { exit(Configurati
 if CommandLine.arguments.dropFirst().first == "rotation" { exit(RotationBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runRotationBenchmarks) ?? 2) }
 if CommandLine.arguments.dropFirst().first == "secitem" { exit(SecItemBenchmarkOptions.parse(CommandLine.arguments.dropFirst(2)).map(runSecItemPathBenchmarks) ?? 2) }
 if CommandLine.arguments.dropFirst().first == "file-scale" { exit(runFileScaleBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
+if CommandLine.arguments.dropFirst().first == "group-commit" { exit(runGroupCommitBenchmarks(Array(CommandLine.arguments.dropFirst(2)))) }
 if CommandLine.arguments.contains("--profile-file-updates") { profileFileUpdates(); exit(0) }
 let quick = CommandLine.arguments.contains("--quick")
 let scale = quick ? 10 : 1
