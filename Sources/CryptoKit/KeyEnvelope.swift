@@ -18,6 +18,17 @@ import KeychainEngine
 /// | 2 + n | biometry domain state recorded for `.biometryCurrentSet` (n ≤ 1024; 0: none recorded) |
 /// | 4 + n | the token's data representation (1 ≤ n ≤ 1 MiB) |
 ///
+/// Version 2 (issue 31), written only for keys whose person flags the TPM enforces through a released secret (see
+/// `SecureEnclaveKeySecrets` in KeychainServices), so every other key keeps version 1 and older Keystone versions
+/// still read it: version 1's fields with version 2, then
+///
+/// | bytes | field |
+/// |---|---|
+/// | 1 + n | the keychain item holding the key's TPM authorization secret: its account (n = 40, lowercase hex of the key's application label), service `Keystone TPM key authorization` |
+///
+/// The envelope names the secret's item, never the secret. Older Keystone versions refuse version 2 ("update
+/// Keystone"), which is right: they would send the TPM no secret.
+///
 /// Decoding never traps: anything else (another magic, a newer version, a length past the end, trailing bytes, an
 /// unknown kind, accessibility or flag) is `errSecDecode`. The envelope holds no secret: the token's blob is useless
 /// without the token that made it.
@@ -48,6 +59,8 @@ struct KeyEnvelope: Sendable, Hashable {
 
     static let magic: [UInt8] = Array("KSSE".utf8)
     static let currentVersion: UInt8 = 1
+    /// The version of envelopes that name their secret's keychain item.
+    static let secretVersion: UInt8 = 2
     static let maximumDomainStateLength = 1024
     static let maximumBlobLength = 1 << 20
 
@@ -63,11 +76,13 @@ struct KeyEnvelope: Sendable, Hashable {
     var biometryDomainState: Data?
     /// The token's data representation of the key.
     var tokenBlob: Data
+    /// The account of the keychain item holding the key's TPM authorization secret (version 2); nil for version 1.
+    var secretAccount: String?
 
     /// The envelope's bytes.
     func encoded() -> Data {
         var out = Data(Self.magic)
-        out.append(Self.currentVersion)
+        out.append(secretAccount == nil ? Self.currentVersion : Self.secretVersion)
         out.append(kind.rawValue)
         let accessibility = Array(accessControl.accessibility.rawValue.utf8)
         out.append(UInt8(accessibility.count))
@@ -78,6 +93,11 @@ struct KeyEnvelope: Sendable, Hashable {
         out.append(state)
         Self.append(UInt64(tokenBlob.count), bytes: 4, to: &out)
         out.append(tokenBlob)
+        if let secretAccount {
+            let account = Array(secretAccount.utf8)
+            out.append(UInt8(account.count))
+            out.append(contentsOf: account)
+        }
         return out
     }
 
@@ -90,9 +110,9 @@ struct KeyEnvelope: Sendable, Hashable {
                                      reason: "the bytes are not a Secure Enclave key's dataRepresentation (no Keystone envelope)")
         }
         guard let version = reader.take(1)?.first else { throw truncated }
-        guard version == currentVersion else {
+        guard version == currentVersion || version == secretVersion else {
             throw SecureEnclaveError(status: Status.decode,
-                                     reason: "the dataRepresentation has format version \(version), which this Keystone does not read (it reads version \(currentVersion)): update Keystone")
+                                     reason: "the dataRepresentation has format version \(version), which this Keystone does not read (it reads versions \(currentVersion) and \(secretVersion)): update Keystone")
         }
         guard let kindByte = reader.take(1)?.first else { throw truncated }
         guard let kind = Kind(rawValue: kindByte) else {
@@ -121,11 +141,21 @@ struct KeyEnvelope: Sendable, Hashable {
             throw SecureEnclaveError(status: Status.decode, reason: "the dataRepresentation's key is malformed (\(blobLength) bytes)")
         }
         guard let blob = reader.take(Int(blobLength)) else { throw truncated }
+        var account: String?
+        if version == secretVersion {
+            guard let accountLength = reader.take(1)?.first else { throw truncated }
+            guard let accountBytes = reader.take(Int(accountLength)) else { throw truncated }
+            guard accountLength == 40, accountBytes.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+                throw SecureEnclaveError(status: Status.decode, reason: "the dataRepresentation's authorization secret item is malformed")
+            }
+            account = String(decoding: accountBytes, as: UTF8.self)
+        }
         guard reader.isAtEnd else {
             throw SecureEnclaveError(status: Status.decode, reason: "the dataRepresentation has \(reader.remaining) unexpected bytes after the key")
         }
         return KeyEnvelope(kind: kind, accessControl: AccessControl(accessibility: accessibility, flags: flags),
-                           biometryDomainState: state.isEmpty ? nil : Data(state), tokenBlob: Data(blob))
+                           biometryDomainState: state.isEmpty ? nil : Data(state), tokenBlob: Data(blob),
+                           secretAccount: account)
     }
 
     private static var truncated: SecureEnclaveError {

@@ -66,6 +66,9 @@ struct EnclaveKeyCore: Sendable {
     /// Whether the token enforces the key's `.applicationPassword` (the key was made with the context's password as
     /// its TPM authorization value); false for a key without the flag, or one made before the TPM bound it.
     let passwordBound: Bool
+    /// Whether the key's person flags are bound in the TPM through a secret the keychain releases after the
+    /// evaluation (envelope version 2, `SecureEnclaveKeySecrets`).
+    var secretBound: Bool { envelope.secretAccount != nil }
 
     /// How many keys `compactRepresentable: true` makes at most before it gives up. About half of all keys have a
     /// compact representation, so 32 attempts all fail with probability 2⁻³²: only a token that keeps making keys
@@ -95,10 +98,22 @@ struct EnclaveKeyCore: Sendable {
         // `.applicationPassword`: the context's password becomes the key's TPM authorization value.
         let password = access.flags.contains(.applicationPassword)
             ? try applicationPassword(authenticationContext, operation: "making the key") : nil
+        // The person's flags bound in the TPM: a random secret the keychain releases after the evaluation.
+        // Decision: a CryptoKit key's secret is always stored in the default keychain (the app keeps the
+        // dataRepresentation and may load it in another process); it stays there until deleted with SecItemDelete
+        // (service "Keystone TPM key authorization"), as the key has no deletion of its own (Apple's neither).
+        let bindsPerson = SecureEnclaveKeySecrets.binds(access.flags, on: token)
         for _ in 0..<(compactRepresentable ? compactAttempts : 1) {
             let key: SecureEnclaveKey
+            var secret: Data?
             do {
-                if let password {
+                if bindsPerson {
+                    let random = try SecureEnclaveKeySecrets.newSecret()
+                    key = try token.createKey(kind.usage,
+                                              authorization: SecureEnclaveKeySecrets.authorizationValue(secret: random, password: password),
+                                              binding: password == nil ? .releasedSecret : .releasedSecretAndPassword)
+                    secret = random
+                } else if let password {
                     key = try token.createKey(kind.usage, authorization: password)
                 } else {
                     key = try token.createKey(kind.usage)
@@ -112,8 +127,18 @@ struct EnclaveKeyCore: Sendable {
             }
             let publicKey = try signingPublicKey(key.publicKeyX963, token: token)
             if compactRepresentable && publicKey.compactRepresentation == nil { continue }
+            if let secret {
+                do {
+                    try SecureEnclaveKeySecrets.store(secret, publicKeyX963: key.publicKeyX963, accessControl: access)
+                } catch let error as EngineError {
+                    throw SecureEnclaveError(status: error.status, reason: "storing the key's authorization secret in the keychain failed: \(error.reason)")
+                } catch {
+                    throw SecureEnclaveError(status: Status.internalComponent, reason: "storing the key's authorization secret in the keychain failed: \(error)")
+                }
+            }
             let envelope = KeyEnvelope(kind: kind, accessControl: access, biometryDomainState: domainState,
-                                       tokenBlob: key.dataRepresentation)
+                                       tokenBlob: key.dataRepresentation,
+                                       secretAccount: secret == nil ? nil : SecureEnclaveKeySecrets.account(publicKeyX963: key.publicKeyX963))
             return EnclaveKeyCore(token: token, envelope: envelope, publicKeyX963: key.publicKeyX963,
                                   authenticationContext: authenticationContext, passwordBound: password != nil)
         }
@@ -152,20 +177,28 @@ struct EnclaveKeyCore: Sendable {
                                      reason: "the dataRepresentation's key has usage \(key.usage), not \(kind.usage)")
         }
         _ = try signingPublicKey(key.publicKeyX963, token: token)
-        var bound = false
-        if envelope.accessControl.flags.contains(.applicationPassword) {
-            do {
-                bound = try token.requiresAuthorization(envelope.tokenBlob)
-            } catch {
-                throw SecureEnclaveError(error)
+        let binding: SecureEnclaveKeyBinding
+        do {
+            binding = try token.binding(of: envelope.tokenBlob)
+        } catch {
+            throw SecureEnclaveError(error)
+        }
+        if let account = envelope.secretAccount {
+            // Version 2 names the secret of this very key, and the token's blob is bound to one.
+            guard account == SecureEnclaveKeySecrets.account(publicKeyX963: key.publicKeyX963),
+                  binding == .releasedSecret || binding == .releasedSecretAndPassword else {
+                throw SecureEnclaveError(status: Status.decode, reason: "the dataRepresentation's authorization secret item does not belong to its key")
             }
         }
+        let bound = envelope.accessControl.flags.contains(.applicationPassword)
+            && (binding == .password || binding == .releasedSecretAndPassword)
         let core = EnclaveKeyCore(token: token, envelope: envelope, publicKeyX963: key.publicKeyX963,
                                   authenticationContext: authenticationContext, passwordBound: bound)
         // Decision: a key bound to its application password is not used by the load check: the check would need the
         // password (Apple's init(dataRepresentation:) asks for nothing) and a wrong one would count toward the TPM's
         // lockout. Its blob is still read (token.key above); a key of another TPM fails at its first use (errSecDecode).
-        if !bound { try core.checkUsable() }
+        // The same for a key bound to a released secret: the check would need the person's evaluation.
+        if !bound && !core.secretBound && binding == .none { try core.checkUsable() }
         return core
     }
 
@@ -249,30 +282,53 @@ struct EnclaveKeyCore: Sendable {
     @discardableResult
     func authorize(operation: String, defaultPrompt: String) throws(SecureEnclaveError) -> Data? {
         var flags = envelope.accessControl.flags
-        guard flags.requiresAuthentication else { return nil }
+        guard flags.requiresAuthentication || secretBound else { return nil }
         var password: Data?
         if passwordBound {
             // The TPM checks the password: the gate asks only the other flags.
             password = try Self.applicationPassword(authenticationContext, operation: operation == "sign" ? "signing" : "a key agreement")
             flags.remove(.applicationPassword)
-            guard flags.requiresAuthentication else { return password }
+            guard flags.requiresAuthentication || secretBound else { return password }
         }
         let authenticator = KeychainServicesDefaults.currentAuthenticator()
-        if flags.contains(.biometryCurrentSet), let recorded = envelope.biometryDomainState,
-           authenticator.biometryDomainState != recorded {
-            throw SecureEnclaveError(status: Status.authFailed,
-                                     reason: "the enrolled biometry changed since this .biometryCurrentSet key was made, so it can no longer be used: make a new key")
-        }
         let reason = authenticationContext?.localizedReason ?? ""
-        do {
-            try AuthenticationGate.authorize(flags, itemClass: .key, operation: operation,
-                                             prompt: reason.isEmpty ? defaultPrompt : reason,
-                                             context: authenticationContext?.context, authenticator: authenticator,
-                                             now: KeychainServicesDefaults.currentClock()())
-        } catch {
-            throw SecureEnclaveError(error)
+        let evaluate = { (flags: AccessControlFlags) throws(SecureEnclaveError) in
+            if flags.contains(.biometryCurrentSet), let recorded = self.envelope.biometryDomainState,
+               authenticator.biometryDomainState != recorded {
+                throw SecureEnclaveError(status: Status.authFailed,
+                                         reason: "the enrolled biometry changed since this .biometryCurrentSet key was made, so it can no longer be used: make a new key")
+            }
+            do {
+                try AuthenticationGate.authorize(flags, itemClass: .key, operation: operation,
+                                                 prompt: reason.isEmpty ? defaultPrompt : reason,
+                                                 context: self.authenticationContext?.context, authenticator: authenticator,
+                                                 now: KeychainServicesDefaults.currentClock()())
+            } catch let error as EngineError {
+                throw SecureEnclaveError(error)
+            } catch {
+                throw SecureEnclaveError(status: Status.internalComponent, reason: "\(error)")
+            }
         }
-        return password
+        guard secretBound else {
+            try evaluate(flags)
+            return password
+        }
+        // The TPM needs the secret the keychain releases only after the evaluation of the secret item's own flags.
+        let secret: Data
+        do {
+            secret = try SecureEnclaveKeySecrets.release(publicKeyX963: publicKeyX963) { stored in
+                var asked = stored
+                asked.remove(.applicationPassword)
+                try evaluate(asked)
+            }
+        } catch let error as SecureEnclaveError {
+            throw error
+        } catch let error as EngineError {
+            throw SecureEnclaveError(error)
+        } catch {
+            throw SecureEnclaveError(status: Status.internalComponent, reason: "\(error)")
+        }
+        return SecureEnclaveKeySecrets.authorizationValue(secret: secret, password: password)
     }
 
     /// r || s (64 bytes) over `digest` as ECDSA uses it: a digest longer than the curve's 32 bytes is cut to its

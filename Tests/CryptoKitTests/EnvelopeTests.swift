@@ -52,7 +52,7 @@ struct EnvelopeTests {
         }
         let cases: [(String, Data, String)] = [
             ("foreign magic", mutated { $0[0] = UInt8(ascii: "X") }, "no Keystone envelope"),
-            ("a newer version", mutated { $0[4] = 2 }, "update Keystone"),
+            ("a newer version", mutated { $0[4] = 3 }, "update Keystone"),
             ("an unknown kind", mutated { $0[5] = 9 }, "unknown kind"),
             ("an empty accessibility", mutated { $0[6] = 0 }, "accessibility"),
             ("an unknown accessibility", mutated { $0[7] = UInt8(ascii: "z") }, "unknown accessibility"),
