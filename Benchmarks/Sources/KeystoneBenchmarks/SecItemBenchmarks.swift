@@ -8,7 +8,12 @@ import Keystone
 // SecItem calls with `[String: Any]` dictionaries against the typed API (Keystone's `Keychain`) on the SAME engine and
 // storage, with a bare `[String: Data]` as the floor, all measured in this run (issue 32, item 3: the dictionary path
 // within 3× of the typed path). In memory, and on a keychain file (reads, and durable writes with the fsync floor).
-// `--profile MODE` runs one path in a loop for a profiler (`memory-dictionary`, `memory-typed`, `file-dictionary`).
+// Every read shape Apple-style code passes (data; attributes; attributes and data; limit All by service) is measured
+// as an app pays it on both sides: the dictionary literal made per call and the result cast it uses, against the typed
+// call with its item made per call; the caller's own part (literal, `as CFDictionary`, result cast) is measured
+// alone too, as it is Swift's and Foundation's work on Linux, not the keychain's.
+// `--profile MODE` runs one path in a loop for a profiler (`memory-dictionary`, `memory-typed`, `memory-read`,
+// `memory-attributes`, `memory-all`, `file-dictionary`).
 
 /// The options of `keystone-benchmarks secitem`.
 struct SecItemBenchmarkOptions {
@@ -24,7 +29,7 @@ struct SecItemBenchmarkOptions {
       --rounds R              rounds; each figure is the median round (default 5)
       --file-iterations M     keychain-file reads per round (default 20000)
       --durable-iterations D  durable keychain-file writes (default 300)
-      --profile MODE          loop one path for a profiler: memory-dictionary, memory-typed, memory-read, memory-attributes, file-dictionary
+      --profile MODE          loop one path for a profiler: memory-dictionary, memory-typed, memory-read, memory-attributes, memory-all, file-dictionary
     """
 
     static func parse(_ arguments: ArraySlice<String>) -> SecItemBenchmarkOptions? {
@@ -33,7 +38,7 @@ struct SecItemBenchmarkOptions {
                                        valued: ["--iterations", "--rounds", "--file-iterations", "--durable-iterations", "--profile"]) { name, value in
             switch name {
             case "--profile":
-                guard let value, ["memory-dictionary", "memory-typed", "memory-read", "memory-attributes", "file-dictionary"].contains(value) else { return "unknown profile mode" }
+                guard let value, ["memory-dictionary", "memory-typed", "memory-read", "memory-attributes", "memory-all", "file-dictionary"].contains(value) else { return "unknown profile mode" }
                 options.profile = value
                 return nil
             default:
@@ -69,40 +74,126 @@ private func dictionaryRoundTrip(account: String, payload: Data) {
     _ = SecItemCopyMatching(read as CFDictionary, &result)
 }
 
-/// One read through SecItem with a dictionary (`kSecReturnData`).
+/// The read shapes Apple-style code passes, each as an app writes it: a dictionary literal per call, `as CFDictionary`,
+/// `SecItemCopyMatching`, and the cast of the result it uses.
+enum ReadShape: CaseIterable {
+    /// `kSecReturnData` (limit One by default): `result as? Data`.
+    case data
+    /// `kSecReturnAttributes`: `result as? [String: Any]`.
+    case attributes
+    /// `kSecReturnAttributes` + `kSecReturnData` + `kSecMatchLimitOne`: `result as? [String: Any]`, then its `v_Data`.
+    case attributesAndData
+    /// `kSecMatchLimitAll` + `kSecReturnAttributes` by service: `result as? [[String: Any]]`.
+    case all
+
+    var name: String {
+        switch self {
+        case .data: return "kSecReturnData"
+        case .attributes: return "kSecReturnAttributes"
+        case .attributesAndData: return "kSecReturnAttributes+Data, limit One"
+        case .all: return "limit All + attributes, by service (\(allItems) items)"
+        }
+    }
+
+    /// The dictionary literal an app writes for this shape.
+    @inline(__always)
+    func query(account: String) -> [String: Any] {
+        switch self {
+        case .data:
+            return [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
+                    kSecAttrAccount as String: account, kSecReturnData as String: true]
+        case .attributes:
+            return [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
+                    kSecAttrAccount as String: account, kSecReturnAttributes as String: true]
+        case .attributesAndData:
+            return [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
+                    kSecAttrAccount as String: account, kSecReturnAttributes as String: true, kSecReturnData as String: true,
+                    kSecMatchLimit as String: kSecMatchLimitOne]
+        case .all:
+            return [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench-all",
+                    kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true]
+        }
+    }
+
+    /// What the app does with the result: true when it got what it asked for.
+    @inline(__always)
+    func use(_ result: AnyObject?) -> Bool {
+        switch self {
+        case .data: return (result as? Data) != nil
+        case .attributes: return (result as? [String: Any])?[kSecAttrAccount as String] != nil
+        case .attributesAndData: return ((result as? [String: Any])?[kSecValueData as String] as? Data) != nil
+        case .all: return (result as? [[String: Any]])?.count == allItems
+        }
+    }
+
+    /// One read through SecItem, as an app writes it.
+    @inline(never)
+    func read(account: String) -> Bool {
+        var result: CFTypeRef?
+        return SecItemCopyMatching(query(account: account) as CFDictionary, &result) == errSecSuccess && use(result)
+    }
+
+    /// The caller's own part of `read`, without any keychain: the literal, `as CFDictionary` (on Linux an upcast to
+    /// `[AnyHashable: Any]` that rehashes every key) and the cast of a result `SecItemCopyMatching` returned.
+    @inline(never)
+    func callerOnly(account: String, returned: AnyObject) -> Bool {
+        let dictionary = query(account: account) as CFDictionary
+        return dictionary.count > 1 && use(returned)
+    }
+
+    /// The same read through the typed API, with the item made per call as the literal is: `data(for:)`,
+    /// `attributes(for:)`, both, or `accounts(service:)`.
+    @inline(never)
+    func typedRead(_ keychain: Keychain, account: String) -> Bool {
+        switch self {
+        case .data: return ((try? keychain.data(for: GenericPassword(service: "bench", account: account))) ?? nil) != nil
+        case .attributes: return ((try? keychain.attributes(for: GenericPassword(service: "bench", account: account))) ?? nil) != nil
+        case .attributesAndData:
+            guard let item = try? GenericPassword(service: "bench", account: account) else { return false }
+            return ((try? keychain.attributes(for: item)) ?? nil) != nil && ((try? keychain.data(for: item)) ?? nil) != nil
+        case .all: return (try? keychain.accounts(service: "bench-all"))?.count == allItems
+        }
+    }
+}
+
+/// Items under the service `bench-all` (the limit-All read).
+let allItems = 10
+
+/// One read through SecItem with a query dictionary made once (`let query: CFDictionary` kept by the app), so only the
+/// call and `as? Data` are per read.
 @inline(never)
-private func dictionaryRead(account: String) -> Data? {
-    let read: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
-                               kSecAttrAccount as String: account, kSecReturnData as String: true]
+private func prebuiltRead(_ query: CFDictionary) -> Data? {
     var result: CFTypeRef?
-    _ = SecItemCopyMatching(read as CFDictionary, &result)
+    _ = SecItemCopyMatching(query, &result)
     return result as? Data
 }
 
-/// What an Apple-style read costs its caller without any keychain: the dictionary literal, `as CFDictionary` (on Linux
-/// an upcast to `[AnyHashable: Any]` that rehashes every key) and `result as? Data` on an object as SecItem returns it.
-@inline(never)
-private func callerOwnWork(account: String, returned: AnyObject) -> Data? {
-    let read: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
-                               kSecAttrAccount as String: account, kSecReturnData as String: true]
-    let dictionary = read as CFDictionary
-    return dictionary.count == 4 ? returned as? Data : nil
-}
-
-/// One read of the attributes through SecItem (`kSecReturnAttributes` + `kSecReturnData`).
-@inline(never)
-private func dictionaryAttributesRead(account: String) -> Bool {
-    let read: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
-                               kSecAttrAccount as String: account, kSecReturnData as String: true,
-                               kSecReturnAttributes as String: true]
-    var result: CFTypeRef?
-    return SecItemCopyMatching(read as CFDictionary, &result) == errSecSuccess && result is [String: Any]
-}
-
-/// The same through the typed API's general query (`attributes(for:)`), for the attributes row.
-@inline(never)
-private func typedAttributesRead(_ keychain: Keychain, _ item: GenericPassword) -> Bool {
-    (try? keychain.attributes(for: item)) != nil
+/// Measures every read shape, typed against dictionary, with the caller's own part, on the default keychain (which
+/// `keychain` uses too).
+private func measureReadShapes(_ report: inout Report, storage: String, keychain: Keychain, accounts: [String], iterations: Int, rounds: Int) {
+    for shape in ReadShape.allCases {
+        let n = shape == .all ? max(iterations / 50, 20) : shape == .data ? iterations : max(iterations / 4, 20)
+        let step = storage == "memory" ? 1 : 7
+        let typed = measure(n, rounds: rounds) { i in _ = shape.typedRead(keychain, account: accounts[(i &* step) % accounts.count]) }
+        let dictionary = measure(n, rounds: rounds) { i in _ = shape.read(account: accounts[(i &* step) % accounts.count]) }
+        var returned: CFTypeRef?
+        _ = SecItemCopyMatching(shape.query(account: accounts[0]) as CFDictionary, &returned)
+        report.add("\(storage) \(shape.name): typed", formatNanos(typed))
+        guard let returned, shape.use(returned) else {
+            report.add("\(storage) \(shape.name): SecItemCopyMatching", "failed")
+            continue
+        }
+        let caller = measure(n, rounds: rounds) { i in _ = shape.callerOnly(account: accounts[(i &* step) % accounts.count], returned: returned) }
+        report.add("\(storage) \(shape.name): SecItemCopyMatching", formatNanos(dictionary),
+                   String(format: "%.2f× typed (goal ≤ 3×); the caller's literal + as CFDictionary + result cast: %@ (%.2f× typed)",
+                          dictionary / typed, formatNanos(caller), caller / typed))
+    }
+    let query = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench", kSecAttrAccount as String: accounts[0],
+                 kSecReturnData as String: true] as CFDictionary
+    let typedOne = measure(iterations, rounds: rounds) { _ in _ = ReadShape.data.typedRead(keychain, account: accounts[0]) }
+    let prebuilt = measure(iterations, rounds: rounds) { _ in _ = prebuiltRead(query) }
+    report.add("\(storage) kSecReturnData, query made once: SecItemCopyMatching", formatNanos(prebuilt),
+               String(format: "%.2f× typed (%@, same item)", prebuilt / typedOne, formatNanos(typedOne)))
 }
 
 /// An add then a delete through SecItem with dictionaries.
@@ -132,6 +223,7 @@ func runSecItemPathBenchmarks(_ options: SecItemBenchmarkOptions) -> Int32 {
     KeychainServicesDefaults.setEngine(memoryEngine)
     let memoryKeychain = Keychain(store: memoryEngine)
     for item in items { try? memoryKeychain.save(payload, for: item) }
+    for i in 0..<allItems { try? memoryKeychain.save(payload, for: GenericPassword(service: "bench-all", account: "all-\(i)")) }
 
     if let profile = options.profile {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("keystone-secitem-\(UUID().uuidString)")
@@ -142,14 +234,16 @@ func runSecItemPathBenchmarks(_ options: SecItemBenchmarkOptions) -> Int32 {
             let engine = KeychainEngine(storage: file, configuration: KeychainServicesDefaults.standardConfiguration())
             for item in items { try? Keychain(store: engine).save(payload, for: item) }
             KeychainServicesDefaults.setEngine(engine)
-            for i in 0..<n { _ = dictionaryRead(account: accounts[i % 1000]) }
+            for i in 0..<n { _ = ReadShape.data.read(account: accounts[i % 1000]) }
             return 0
         }
         for i in 0..<n {
             if profile == "memory-attributes" {
-                _ = dictionaryAttributesRead(account: accounts[i % 1000])
+                _ = ReadShape.attributesAndData.read(account: accounts[i % 1000])
+            } else if profile == "memory-all" {
+                _ = ReadShape.all.read(account: accounts[i % 1000])
             } else if profile == "memory-read" {
-                _ = dictionaryRead(account: accounts[i % 1000])
+                _ = ReadShape.data.read(account: accounts[i % 1000])
             } else if profile == "memory-typed" {
                 try? memoryKeychain.save(payload, for: items[i % 1000])
                 _ = try? memoryKeychain.data(for: items[i % 1000])
@@ -181,25 +275,7 @@ func runSecItemPathBenchmarks(_ options: SecItemBenchmarkOptions) -> Int32 {
     report.add("memory set+get: SecItemUpdate/Add + CopyMatching", formatNanos(dict),
                String(format: "%.2f× typed (goal ≤ 3×), %.0f× floor", dict / typed, dict / bare))
 
-    let typedRead = measure(n, rounds: rounds) { i in _ = try? memoryKeychain.data(for: items[i % 1000]) }
-    report.add("memory read: typed data(for:)", formatNanos(typedRead))
-    let dictRead = measure(n, rounds: rounds) { i in _ = dictionaryRead(account: accounts[i % 1000]) }
-    report.add("memory read: SecItemCopyMatching kSecReturnData", formatNanos(dictRead), String(format: "%.2f× typed (goal ≤ 3×)", dictRead / typedRead))
-
-    var returned: CFTypeRef?
-    _ = SecItemCopyMatching([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench",
-                             kSecAttrAccount as String: accounts[0], kSecReturnData as String: true] as CFDictionary, &returned)
-    if let returned {
-        let caller = measure(n, rounds: rounds) { i in _ = callerOwnWork(account: accounts[i % 1000], returned: returned) }
-        report.add("memory read: the caller's own work, no keychain", formatNanos(caller),
-                   String(format: "literal + as CFDictionary + as? Data: %.0f%% of the SecItem read", 100 * caller / dictRead))
-    }
-
-    let typedAttributes = measure(n / 4, rounds: rounds) { i in _ = typedAttributesRead(memoryKeychain, items[i % 1000]) }
-    report.add("memory attributes: typed attributes(for:)", formatNanos(typedAttributes))
-    let dictAttributes = measure(n / 4, rounds: rounds) { i in _ = dictionaryAttributesRead(account: accounts[i % 1000]) }
-    report.add("memory attributes: CopyMatching kSecReturnAttributes+Data", formatNanos(dictAttributes),
-               String(format: "%.2f× typed (goal ≤ 3×)", dictAttributes / typedAttributes))
+    measureReadShapes(&report, storage: "memory", keychain: memoryKeychain, accounts: accounts, iterations: n, rounds: rounds)
 
     let typedAddDelete = measure(n / 2, rounds: rounds) { i in
         try? memoryKeychain.save(payload, for: removable[i % 1000])
@@ -222,11 +298,8 @@ func runSecItemPathBenchmarks(_ options: SecItemBenchmarkOptions) -> Int32 {
         let keychain = Keychain(store: engine)
         for item in items { try keychain.save(payload, for: item) }
         let m = options.fileIterations
-        let fileTyped = measure(m, rounds: rounds) { i in _ = try? keychain.data(for: items[(i &* 7) % 1000]) }
-        report.add("file read (not durable): typed data(for:)", formatNanos(fileTyped))
-        let fileDict = measure(m, rounds: rounds) { i in _ = dictionaryRead(account: accounts[(i &* 7) % 1000]) }
-        report.add("file read (not durable): SecItemCopyMatching kSecReturnData", formatNanos(fileDict),
-                   String(format: "%.2f× typed (goal ≤ 3×)", fileDict / fileTyped))
+        for i in 0..<allItems { try keychain.save(payload, for: GenericPassword(service: "bench-all", account: "all-\(i)")) }
+        measureReadShapes(&report, storage: "file", keychain: keychain, accounts: accounts, iterations: m, rounds: rounds)
 
         // Durable writes: each a flush. Interleaved so both paths and the floor see the same disk.
         let floor = DiskFloor(directory: dir)
