@@ -351,6 +351,12 @@ let package = Package(
         .executableTarget(name: "EtcdHistoryWorker", dependencies: [
             "KeychainEngine", .target(name: "KeychainEtcd", condition: .when(platforms: linuxOnly, traits: ["NIO"])),
         ], path: "Tests/EtcdHistoryWorker", swiftSettings: settings),
+        // A child process of the tpm2-abrmd concurrency tests: one broker client signing from 16 threads, in the
+        // environment (session bus, KEYSTONE_TPM_TCTI) the test gives it (Tests/TPMSignWorker).
+        .executableTarget(name: "TPMSignWorker", dependencies: [
+            "KeychainEngine", .target(name: "KeychainTPM", condition: .when(platforms: linuxOnly)),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ], path: "Tests/TPMSignWorker", swiftSettings: settings),
         // A child process for the migration crash tests: a defaults migration or a fresh-install wipe against a keychain
         // file and real UserDefaults, killed with SIGKILL at a given step.
         .executableTarget(name: "MigrationChild", dependencies: [
