@@ -230,9 +230,10 @@ struct SignerRun {
             try? error.close()
         }
         let process = Process()
-        // A worker that hangs is killed (and its missing "end" line fails the test) rather than hanging the suite.
+        // A worker that hangs is killed (and its missing "end" line fails the test) rather than hanging the suite:
+        // after 2 minutes, and a second more per 2 rounds for the big runs (swtpm signs a few hundred a second).
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["-s", "KILL", "120", worker, "--keys", keysFile, "--rounds", String(rounds),
+        process.arguments = ["-s", "KILL", String(120 + rounds / 2), worker, "--keys", keysFile, "--rounds", String(rounds),
                              "--client", client, "--mode", mode]
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
