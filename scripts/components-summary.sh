@@ -33,6 +33,7 @@ COMPONENTS = [
     ("PAM", r"\bPAM\b|pamtester|useradd"),
     ("openssl", r"openssl"),
     ("tpm2-openssl", r"tpm2-openssl"),
+    ("tpm2-abrmd", r"^tpm2-abrmd:|tpm2-abrmd"),
     ("polkit", r"polkit: "),
     ("polkit GUI agent", r"polkit GUI agent"),
     ("pass/gpg", r"\bpass\b|password-store|gpg"),
