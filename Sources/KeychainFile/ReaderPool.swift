@@ -16,8 +16,8 @@ import Darwin
 // copied under the instance's mutex only when something may have changed since the connection last copied it:
 //
 // - the instance changed: every hold of the mutex moves `stateGeneration` on (an atomic counter; every mutable
-//   property of the instance changes only under the mutex), and a connection's copy is used only while the counter
-//   still has the value it was copied at;
+//   property of the instance changes only under the mutex), except a copy's own hold when its refresh changed nothing
+//   a copy holds, and a connection's copy is used only while the counter still has the value it was copied at;
 // - another process committed: the read's own transaction reads `PRAGMA data_version` (no new transaction: it is the
 //   read's snapshot), and when it moved, the header's version, lock epoch and settings, in that same snapshot, must
 //   still be those the copy was made with (another process's lock bumps the epoch: the read then goes through the
@@ -190,6 +190,58 @@ extension KeychainFile {
                             lockDeadline: deadline, clock: clock)
     }
 
+    /// What of the instance a pooled read's copy holds or depends on (``refresh()`` may change it). A change of keys
+    /// always moves the caches' generation (`keys`' `didSet`).
+    private struct CopiedState: Equatable {
+        var cachesGeneration: UInt64
+        var device: UInt64
+        var inode: UInt64
+        var epoch: Int64
+        var version: Int64
+        var settings: KeychainSettings
+        var unlockedAt: Date?
+        var gone: Bool
+    }
+
+    /// Mutex held.
+    private var copiedState: CopiedState {
+        CopiedState(cachesGeneration: caches.generation, device: device, inode: inode, epoch: epoch, version: header.version,
+                    settings: header.settings, unlockedAt: unlockedAt, gone: gone != nil)
+    }
+
+    /// Brings the instance up to date with the file and copies what a pooled read reads with, and the
+    /// `stateGeneration` the copy is valid at. Nil when reads must run under the mutex (``readSnapshot()``).
+    ///
+    /// Holds the mutex as ``withMutexWaitingOutside(_:)`` does (a busy file is waited for outside it), but moves
+    /// `stateGeneration` on only when the refresh changed what copies hold: readers making their copies at the same
+    /// time do not invalidate each other's (each took the mutex again, in turn, at every read).
+    private func copyForPooledRead() throws -> (ReadSnapshot, UInt64)? {
+        var waiter: BusyWaiter?
+        while true {
+            var outermost = true
+            var timeout: TimeInterval = 0
+            var hook: (@Sendable (BusyWait) -> Void)?
+            do {
+                mutex.lock()
+                mutexDepth += 1
+                defer { mutexDepth -= 1; mutex.unlock() }
+                outermost = mutexDepth == 1
+                timeout = busyTimeoutSetting
+                hook = testHooks.busyWait
+                let before = copiedState
+                do { try refresh() } catch {
+                    if copiedState != before { stateGeneration.add(1, ordering: .releasing) }
+                    throw error
+                }
+                if copiedState != before { stateGeneration.add(1, ordering: .releasing) }
+                return readSnapshot().map { ($0, stateGeneration.load(ordering: .acquiring)) }
+            } catch let error as SQLiteError where error.isBusy && outermost {
+                if waiter == nil { waiter = BusyWaiter() }
+                try waiter!.wait(path: path, timeout: timeout, hook: hook)
+            }
+        }
+    }
+
     /// Runs `body` in a read transaction on a pooled connection, with no lock of the instance held (see the top of
     /// this file); `.underMutex` when the read must run under the mutex instead (nothing ran).
     func readPooled<T>(_ body: (any StorageReader) throws -> T) throws -> PooledOutcome<T> {
@@ -205,10 +257,7 @@ extension KeychainFile {
             let generation = stateGeneration.load(ordering: .acquiring)
             if reader.snapshot == nil || reader.stateGeneration != generation || !(reader.snapshot!.servesWithoutMutex) {
                 reader.invalidate()
-                let copy = try withMutexWaitingOutside { () throws -> (ReadSnapshot, UInt64)? in
-                    try refresh()
-                    return readSnapshot().map { ($0, stateGeneration.load(ordering: .acquiring)) }
-                }
+                let copy = try copyForPooledRead()
                 guard let (snapshot, at) = copy, snapshot.device == device, snapshot.inode == inode else { return .underMutex }
                 reader.snapshot = snapshot
                 reader.stateGeneration = at

@@ -64,6 +64,21 @@ struct ParallelReadTests {
         #expect(problems.all.isEmpty, "\(problems.all.prefix(10))")
     }
 
+    @Test("4 threads reading an unchanged keychain do not invalidate each other's copies of its state (they took the mutex at every read)")
+    func readersKeepTheirCopies() throws {
+        let file = try KeychainFile.create(at: TempDir().path(), password: "pw")
+        file.cachesDecryptedItems = false
+        let engine = KeychainEngine(storage: file)
+        for i in 0..<64 { try engine.add(genp("par", "a\(i)", [Key.valueData: .data(Data("v\(i)".utf8))])) }
+        let before = file.stateGeneration.load(ordering: .acquiring)
+        let wrong = Collected<Int>()
+        DispatchQueue.concurrentPerform(iterations: 4) { t in
+            for n in 0..<500 where (try? engine.secret("par", "a\((n + t) % 64)")) != "v\((n + t) % 64)" { wrong.append(n) }
+        }
+        #expect(wrong.all.isEmpty)
+        #expect(file.stateGeneration.load(ordering: .acquiring) == before)
+    }
+
     @Test("a read on a connection that read before sees another instance's lock, with nothing else telling this instance")
     func anotherInstanceLockSeenByWarmReader() throws {
         let path = TempDir().path()
