@@ -24,7 +24,9 @@ let concurrentSignatureCount: Int = {
 struct TPMConcurrencyTests {
     @Test("16 threads signing through one token, each with its own key (and half of them with a PIN): 0 failures, every signature verifies, nothing left loaded")
     func sixteenSigners() async throws {
-        try await withSwtpm { fixture in
+        // The body runs on the fixture's thread: it returns what it saw, and the test asserts in its own task (an
+        // expectation recorded on another thread is not attributed to this test).
+        let (seen, verifiedCount, perSigner, signers, handles) = try await withSwtpm { fixture in
             let token = TPMSecureEnclaveToken(tcti: fixture.tcti)
             let signers = 16
             let keys = try (0..<signers).map { index in
@@ -60,14 +62,15 @@ struct TPMConcurrencyTests {
                 thread.start()
             }
             group.wait()
-            let seen = failures.withLock { $0 }
-            #expect(seen.isEmpty, "\(seen.count) failures, first: \(seen.prefix(3))")
-            #expect(verified.load(ordering: .relaxed) == perSigner * signers)
-            // The TPM still has room: another client can load its own objects (what the device holds is at most the
-            // primary key and one cached key).
-            let handles = try fixture.tpm2("tpm2_getcap", ["handles-transient"])
-            #expect(handles.output.split(separator: "\n").filter { $0.contains("0x80") }.count <= 2, "\(handles.output)")
+            // What the device holds afterwards, for the check that the TPM still has room.
+            let handles = try fixture.tpm2("tpm2_getcap", ["handles-transient"]).output
+            return (failures.withLock { $0 }, verified.load(ordering: .relaxed), perSigner, signers, handles)
         }
+        #expect(seen.isEmpty, "\(seen.count) failures, first: \(seen.prefix(3))")
+        #expect(verifiedCount == perSigner * signers)
+        // The TPM still has room: another client can load its own objects (what the device holds is at most the
+        // primary key and one cached key).
+        #expect(handles.split(separator: "\n").filter { $0.contains("0x80") }.count <= 2, "\(handles)")
     }
 }
 #endif
