@@ -28,12 +28,15 @@ import KeychainServices
 ///     `authenticationContext` (`LAContext.setCredential(_:type: .applicationPassword)`) as its TPM authorization
 ///     value, and the TPM refuses a use with a wrong one (`errSecAuthFailed`, counted toward its dictionary-attack
 ///     lockout), also for someone who calls the TPM directly with the `dataRepresentation`.
-///   - The rest of the access control (`.userPresence`, `.biometryAny`, `.biometryCurrentSet`, `.devicePasscode` with
-///     `.privateKeyUsage`) is enforced by this library, in the process, not by the TPM: someone who can run code as
-///     the user and holds the `dataRepresentation` can use the key without the prompt. Keep the `dataRepresentation`
-///     where only the app can read it (the keychain), as on Apple platforms.
-///   - The accessibility (`kSecAttrAccessible…`) is recorded but not enforced (the TPM knows no screen lock); a key is
-///     always this-device-only.
+///   - `.userPresence`, `.biometryAny`, `.biometryCurrentSet`, `.devicePasscode` (with `.privateKeyUsage`): this
+///     library asks the person before each use, and the TPM refuses the key without a random secret the default
+///     keychain releases only after that evaluation (a generic password of service "Keystone TPM key authorization",
+///     which the `dataRepresentation` names but does not hold). Someone who copies the `dataRepresentation` and calls
+///     the TPM directly cannot use the key; someone who can read that keychain item, or run code in the app's process
+///     after the evaluation, can. The secret item stays until deleted with `SecItemDelete`. Keys made before this
+///     release (version-1 `dataRepresentation`) keep the in-process check only.
+///   - The accessibility (`kSecAttrAccessible…`) is recorded; it is enforced only for keys bound to a released secret
+///     (a locked keychain does not release it: `errSecInteractionNotAllowed`); a key is always this-device-only.
 ///   - Losing or clearing the TPM (a new mainboard, `tpm2_clear`, a firmware reset) loses every key made in it, with
 ///     no recovery: keep a way to replace the key (enroll a new public key).
 public enum SecureEnclave {

@@ -13,9 +13,10 @@ extension SecureEnclave.P256.KeyAgreement {
     /// `x963DerivedSymmetricKey` as with any other key.
     ///
     /// - Important: The TPM keeps the private key in it and makes ``dataRepresentation`` useless on any other TPM;
-    ///   the access control (an authentication before each agreement) is enforced in software: someone who can run
-    ///   code as the user and holds ``dataRepresentation`` can use the key without the prompt. Clearing or losing the
-    ///   TPM loses the key. See ``SecureEnclave``.
+    ///   with `.privateKeyUsage` and a person flag (`.userPresence`…), the person is asked in this process before each
+    ///   agreement, and the TPM refuses the key without a secret the keychain releases only after that: someone who
+    ///   copies ``dataRepresentation`` cannot use it through the TPM directly, but someone who can read that keychain
+    ///   item or run code in the app's process can. Clearing or losing the TPM loses the key. See ``SecureEnclave``.
     ///
     /// With `.applicationPassword` (and `.privateKeyUsage`) the key is made with the `authenticationContext`'s
     /// application password (`LAContext.setCredential(_:type: .applicationPassword)`) as its TPM authorization value:

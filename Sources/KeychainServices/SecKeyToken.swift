@@ -47,12 +47,17 @@ import KeychainEngine
 //   TPM, which refuses a wrong one itself (errSecAuthFailed, counted toward its dictionary-attack lockout). The
 //   other flags (`.userPresence`…) are still asked by the authentication gate first. A key stored with
 //   `.applicationPassword` before the TPM bound it (its blob needs no authorization) keeps the gate's check.
+// - `.userPresence`, `.biometryAny`, `.biometryCurrentSet`, `.devicePasscode`, `.watch` (with `.privateKeyUsage`, on a
+//   token that enforces an authorization value): the key's TPM authorization value is a random secret the keychain
+//   releases only after the gate's evaluation (SecureEnclaveKeySecrets.swift); with `.applicationPassword` too, a
+//   hash of both. A key stored with such flags before this binding (its blob needs no authorization) keeps the gate.
 //
 // - Important: What the hardware enforces: the private key cannot leave the TPM, and its blob is useless on any other
 //   TPM; for an `.applicationPassword` key, the password (a wrong one is refused and counted by the TPM, also for
-//   someone who calls the TPM directly with the blob). What the software enforces: the rest of the access control
-//   (user presence, biometry) — for those, code of the same user that holds the blob can use the key through the
-//   TPM directly.
+//   someone who calls the TPM directly with the blob); for a key with a person flag, the keychain's released secret
+//   (someone who copies the blob and calls the TPM directly is refused). What the software enforces: the evaluation
+//   of the person itself (the TPM cannot see one), and the release of the secret after it; someone who can read
+//   the secret's keychain item, or run code in the process after the evaluation, can use the key.
 
 /// A private-key operation of a Secure Enclave key, named as LocalAuthentication's `LAAccessControlOperation` cases.
 enum SecKeyTokenOperation: String, Sendable {

@@ -26,10 +26,11 @@ import Synchronization
 /// reason saying which (and, for a lockout, within how many seconds the TPM accepts an attempt again); a TSS2 key
 /// Keystone cannot use → `errSecUnimplemented`.
 ///
-/// - Important: What the TPM enforces and what it does not: see ``TPMDevice``. A key made through the
-///   `SecureEnclaveToken` protocol has no authorization value in the TPM; its access control (`.userPresence`,
-///   `.biometryAny`…) is enforced by the software layers. A key made with ``createKey(_:pin:)`` needs its PIN,
-///   enforced by the TPM.
+/// - Important: What the TPM enforces and what it does not: see ``TPMDevice``. A key made with ``createKey(_:)`` has
+///   no authorization value in the TPM. A key made with ``createKey(_:pin:)`` needs its PIN, enforced by the TPM. A
+///   key made with ``createKey(_:authorization:binding:)`` and ``SecureEnclaveKeyBinding/releasedSecret`` (what SecKey
+///   and CryptoKit do for `.userPresence`, `.biometry…`, `.devicePasscode`) needs the keychain's random secret,
+///   enforced by the TPM; asking the person before the keychain releases it is the software layers' part.
 public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     /// The tctildr configuration (nil: the default, `/dev/tpmrm0`, else `/dev/tpm0`).
     public let tcti: String?
