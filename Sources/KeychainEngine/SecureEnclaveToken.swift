@@ -64,7 +64,9 @@ public struct SecureEnclaveKey: Sendable, Hashable {
 /// - Access control is not the token's: the layers above (SecKey, CryptoKit's `SecureEnclave`) authenticate the
 ///   person before each use of a key made with `.privateKeyUsage` and an authentication flag. The one exception is
 ///   an authorization value (``createKey(_:authorization:)``): a token that can enforce one (the TPM) refuses a use
-///   without the right value itself; the layers above give it an `.applicationPassword` key's password.
+///   without the right value itself; the layers above give it an `.applicationPassword` key's password, or, for a key
+///   with a person flag (``SecureEnclaveKeyBinding/releasedSecret``), a random secret the keychain releases only
+///   after the person's evaluation.
 public protocol SecureEnclaveToken: Sendable {
     /// A short description for logs and `keystone doctor` ("TPM 2.0 at swtpm:port=2321", "emulated"). Never secret.
     var name: String { get }

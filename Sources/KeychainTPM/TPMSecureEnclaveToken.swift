@@ -28,7 +28,7 @@ import Synchronization
 ///
 /// - Important: What the TPM enforces and what it does not: see ``TPMDevice``. A key made with ``createKey(_:)`` has
 ///   no authorization value in the TPM. A key made with ``createKey(_:pin:)`` needs its PIN, enforced by the TPM. A
-///   key made with ``createKey(_:authorization:binding:)`` and ``SecureEnclaveKeyBinding/releasedSecret`` (what SecKey
+///   key made with ``createKey(_:authorization:binding:)`` and `SecureEnclaveKeyBinding.releasedSecret` (what SecKey
 ///   and CryptoKit do for `.userPresence`, `.biometry…`, `.devicePasscode`) needs the keychain's random secret,
 ///   enforced by the TPM; asking the person before the keychain releases it is the software layers' part.
 public final class TPMSecureEnclaveToken: SecureEnclaveToken {
@@ -144,10 +144,10 @@ public final class TPMSecureEnclaveToken: SecureEnclaveToken {
     public var enforcesAuthorization: Bool { true }
 
     /// Makes a key whose every use needs `authorization`, its blob recording what the value is: a
-    /// ``SecureEnclaveKeyBinding/releasedSecret`` key (the keychain's random secret, released after the person's
-    /// evaluation) is `noDA`; ``SecureEnclaveKeyBinding/password`` and
-    /// ``SecureEnclaveKeyBinding/releasedSecretAndPassword`` keys are DA-protected.
-    /// - Throws: `errSecParam` for an empty value or ``SecureEnclaveKeyBinding/none``; as ``createKey(_:)``.
+    /// `SecureEnclaveKeyBinding.releasedSecret` key (the keychain's random secret, released after the person's
+    /// evaluation) is `noDA`; `SecureEnclaveKeyBinding.password` and
+    /// `SecureEnclaveKeyBinding.releasedSecretAndPassword` keys are DA-protected.
+    /// - Throws: `errSecParam` for an empty value or `SecureEnclaveKeyBinding.none`; as ``createKey(_:)``.
     public func createKey(_ usage: SecureEnclaveKeyUsage, authorization: Data,
                           binding: SecureEnclaveKeyBinding) throws(EngineError) -> SecureEnclaveKey {
         guard !authorization.isEmpty else { throw EngineError.param("a key's authorization value cannot be empty") }
