@@ -303,13 +303,10 @@ public final class SwtpmFixture: @unchecked Sendable {
     }
 }
 
-/// Runs `body` on a thread of its own (never on Swift's cooperative pool: TPM calls block).
+/// Runs `body` on a thread of its own (never on Swift's cooperative pool: TPM calls block), in the calling task, so
+/// an `#expect` in `body` is recorded against the running test.
 public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.stackSize = 1 << 20
-        thread.start()
-    }
+    try await onDedicatedThread(stackSize: 1 << 20, body)
 }
 
 /// Starts a fresh swtpm for `body` (on a thread of its own) and stops it after.

@@ -1,5 +1,6 @@
 #if canImport(Glibc) && !canImport(Darwin)
 import Foundation
+import ProcessWatchdog
 import KeychainEngine
 import SystemAuthentication
 import Testing
@@ -309,13 +310,10 @@ final class FingerPrompter: AuthenticationPrompter {
     }
 }
 
-/// Runs `body` on a thread of its own (blocking calls never run on Swift's cooperative pool).
+/// Runs `body` on a thread of its own (blocking calls never run on Swift's cooperative pool), in the calling task, so
+/// an `#expect` in `body` is recorded against the running test.
 func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.stackSize = 4 << 20
-        thread.start()
-    }
+    try await onDedicatedThread(body)
 }
 
 /// A fixture for one test, started and stopped on a thread of its own.
