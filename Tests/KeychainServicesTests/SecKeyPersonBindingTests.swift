@@ -239,6 +239,30 @@ struct SecKeyPersonBindingTests {
         }
     }
 
+    @Test("A locked keychain does not release the secret: the use fails with errSecInteractionNotAllowed before the person or the TPM is asked; unlocked, it signs",
+          .enabled(if: canUseSwtpm, swtpmMissing))
+    func lockedKeychainReleasesNothing() async throws {
+        let message = self.message
+        try await withSwtpm { fixture in
+            let token = ObservedTPMToken(TPMSecureEnclaveToken(tcti: fixture.tcti))
+            try withSecureEnclave(token) { harness in
+                let made = try #require(createRandomKey(enclaveParameters(tag: "se.locked", privateAttributes: [
+                    kSecAttrAccessControl as String: accessControl([.privateKeyUsage, .userPresence]),
+                ])).value)
+                let storage = try #require(harness.engine.storage as? MemoryStorage)
+                storage.lockState = .locked
+                let asked = harness.authenticator.count
+                let refused = sign(made, .ecdsaSignatureMessageX962SHA256, message)
+                #expect(refused.status == Int(errSecInteractionNotAllowed), "\(String(describing: refused.error))")
+                #expect(harness.authenticator.count == asked)
+                #expect(token.uses.current == 0)
+                storage.lockState = .unlocked
+                #expect(sign(made, .ecdsaSignatureMessageX962SHA256, message).value != nil)
+                #expect(token.uses.current == 1)
+            }
+        }
+    }
+
     @Test("A key that is not permanent is bound too, its secret held by the key object only (nothing in the keychain)",
           .enabled(if: canUseSwtpm, swtpmMissing))
     func ephemeralKey() async throws {
