@@ -22,10 +22,11 @@ int keystone_shared_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns) 
 #endif
 }
 
-void keystone_shared_wake(uint32_t *word) {
+void keystone_shared_wake(uint32_t *word, int32_t count) {
 #if defined(__linux__)
-    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
 #else
     (void)word;
+    (void)count;
 #endif
 }

@@ -249,7 +249,7 @@ package final class SharedCommit: @unchecked Sendable {
         }
         keystone_shared_add32(pointer32(Field.flushSequence), 1)
         unlockFlush()
-        if keystone_shared_load32(pointer32(Field.flushWaiters)) != 0 { keystone_shared_wake(pointer32(Field.flushSequence)) }
+        if keystone_shared_load32(pointer32(Field.flushWaiters)) != 0 { keystone_shared_wake(pointer32(Field.flushSequence), Int32.max) }
         return failed
     }
 
@@ -263,10 +263,15 @@ package final class SharedCommit: @unchecked Sendable {
     /// The write sequence now: read it before trying SQLite's write lock, then wait with ``waitForWriteEnd(after:nanoseconds:)``.
     var writeSequence: UInt32 { keystone_shared_load32(pointer32(Field.writeSequence)) }
 
-    /// Tells waiting writers that this process's write transaction ended (SQLite's write lock is free).
+    /// Tells a waiting writer that this process's write transaction ended (SQLite's write lock is free).
+    ///
+    /// Decision: one waiter is woken, not all: only one can take the lock, and each woken writer brings its instance up
+    /// to date and tries the lock (tens of µs); waking seven for one lock cost more CPU than the writes on two cores. The
+    /// one woken takes the lock and wakes the next when it lets go; when it meets another holder instead, it sleeps
+    /// again and that holder wakes one. A wake-up lost (a waiter that gave up) costs the others one back-off sleep.
     func signalWriteEnd() {
         keystone_shared_add32(pointer32(Field.writeSequence), 1)
-        if keystone_shared_load32(pointer32(Field.writeWaiters)) != 0 { keystone_shared_wake(pointer32(Field.writeSequence)) }
+        if keystone_shared_load32(pointer32(Field.writeWaiters)) != 0 { keystone_shared_wake(pointer32(Field.writeSequence), 1) }
     }
 
     /// Sleeps until a Keystone writer's transaction ends after `sequence` was read, or `nanoseconds` passed.

@@ -12,8 +12,8 @@ import Glibc
 // - raw SQLite (WAL, synchronous=FULL, a connection per process / thread);
 // - KeychainFile with group commit shared across processes (the default), and with `KEYSTONE_SHARED_COMMIT=0` (each
 //   process flushes its own commits and polls for another's write lock: before the shared commit file existed).
-// Each row prints the median over the rounds of adds/s, of its ratio to the same configuration's 1-writer rate in the
-// same round, and of its ratio to the floor.
+// Each row prints the median over the rounds of adds/s, of its ratio to the same configuration with 1 writer run right
+// before it, and of its ratio to the floor.
 
 private struct GroupCommitOptions {
     var rounds = 3
@@ -63,6 +63,9 @@ func runGroupCommitBenchmarks(_ arguments: [String]) -> Int32 {
     // rates[mode][writers][kind] = one value per round; floors likewise.
     var rates: [String: [Int: [String: [Double]]]] = [:]
     var floors: [String: [Int: [Double]]] = [:]
+    // Each configuration's 1-writer run right before its W-writer run: a ratio of two runs a few seconds apart.
+    // scaling[mode][writers][kind]: W-writer rate / 1-writer rate, one per round.
+    var scaling: [String: [Int: [String: [Double]]]] = [:]
     for round in 0..<options.rounds {
         for writers in options.writers {
             let perWriter = max(1, options.adds / writers)
@@ -70,31 +73,36 @@ func runGroupCommitBenchmarks(_ arguments: [String]) -> Int32 {
             for mode in ["processes", "threads"] {
                 floors[mode, default: [:]][writers, default: []].append(1e9 / measure(100, rounds: 3) { _ in floor.write() })
                 for kind in kinds where mode == "processes" || kind.environment.isEmpty {
-                    let path = dir.appendingPathComponent("\(mode)-\(round)-\(writers)-\(kind.child)-\(kind.environment.isEmpty).db").path
-                    guard let wall = mode == "processes"
-                        ? runWriters(writers, kind: kind.child, path: path, perWriter: perWriter, environment: kind.environment)
-                        : runThreads(writers, kind: kind.child, path: path, perWriter: perWriter) else {
-                        print("round \(round): \(writers) \(mode), \(kind.name): failed")
-                        continue
+                    var pair: [Double] = []
+                    for count in Set([1, writers]).sorted() {
+                        let path = dir.appendingPathComponent("\(mode)-\(round)-\(writers)-\(count)-\(kind.child)-\(kind.environment.isEmpty).db").path
+                        let each = count == 1 ? options.adds : perWriter
+                        guard let wall = mode == "processes"
+                            ? runWriters(count, kind: kind.child, path: path, perWriter: each, environment: kind.environment)
+                            : runThreads(count, kind: kind.child, path: path, perWriter: each) else {
+                            print("round \(round): \(count) \(mode), \(kind.name): failed")
+                            continue
+                        }
+                        pair.append(Double(count == 1 ? options.adds : Int(total)) / (wall / 1e9))
                     }
-                    rates[mode, default: [:]][writers, default: [:]][kind.name, default: []].append(total / (wall / 1e9))
+                    guard let last = pair.last, let first = pair.first else { continue }
+                    rates[mode, default: [:]][writers, default: [:]][kind.name, default: []].append(last)
+                    scaling[mode, default: [:]][writers, default: [:]][kind.name, default: []].append(last / first)
                 }
             }
         }
     }
     var report = Report()
-    let first = options.writers.first!
     for mode in ["processes", "threads"] {
         for writers in options.writers {
             let floorRate = median(floors[mode]?[writers] ?? [])
             report.add("\(writers) \(mode): fsync floor", String(format: "%.0f writes/s", floorRate), "median of \(options.rounds)")
             for kind in kinds {
                 guard let values = rates[mode]?[writers]?[kind.name], !values.isEmpty else { continue }
-                let base = rates[mode]?[first]?[kind.name] ?? []
-                let scaling = zip(values, base).map { $0 / $1 }
+                let ratios = scaling[mode]?[writers]?[kind.name] ?? []
                 let versusFloor = zip(values, floors[mode]?[writers] ?? []).map { $0 / $1 }
                 report.add("\(writers) \(mode): \(kind.name)", String(format: "%.0f adds/s", median(values)),
-                           String(format: "%.2f× its %d-writer rate, %.2f× floor (medians; rates %@)", median(scaling), first,
+                           String(format: "%.2f× 1 writer just before, %.2f× floor (medians; rates %@)", median(ratios),
                                   median(versusFloor), values.map { String(format: "%.0f", $0) }.joined(separator: ", ")))
             }
         }

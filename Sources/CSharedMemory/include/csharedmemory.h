@@ -20,6 +20,6 @@ static inline uint32_t keystone_shared_add32(uint32_t *address, uint32_t value) 
 /// (ETIMEDOUT, EINTR). Where there is no futex (not Linux) it sleeps `timeout_ns` unless the word changed.
 int keystone_shared_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns);
 
-/// Wakes every process and thread sleeping in `keystone_shared_wait` on `word`.
-void keystone_shared_wake(uint32_t *word);
+/// Wakes up to `count` of the processes and threads sleeping in `keystone_shared_wait` on `word` (INT32_MAX: all).
+void keystone_shared_wake(uint32_t *word, int32_t count);
 #endif
