@@ -36,13 +36,31 @@ extension KeychainFile {
         RowDigest.attribute(cls, attribute, value, mac: index, byBytes: byBytes)
     }
 
-    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Data {
-        RowDigest.primaryKey(cls, attributes, mac: index, byBytes: Self.matchesBlobsByBytes(version: version))
+    /// The label a `pk` digest is kept under in the digest cache (no attribute is named so).
+    static let primaryKeyCacheLabel = "\u{0}pk"
+
+    /// The `pk` digest of `attributes`, kept in the digest cache by the exact bytes the HMAC authenticates (class,
+    /// every primary-key value in its match form): an update of an item's data, or the search that finds it, makes the
+    /// digest the item was written with, and takes it from the cache instead of computing the HMAC again. The cache
+    /// is emptied with every key change, and a digest made with keys of an older `generation` is not stored.
+    private func compositeDigest(_ cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64,
+                                 generation: UInt64?) -> Data {
+        let input = RowDigest.digestInput(cls, label: "pk", of: ClassSchema.of(cls).primaryKey, attributes,
+                                          byBytes: Self.matchesBlobsByBytes(version: version))
+        let key = DigestKey(itemClass: cls, attribute: Self.primaryKeyCacheLabel, value: .data(Data(input)))
+        let generation = generation ?? caches.generation
+        if let known = caches.digest(key, generation: generation) { return known }
+        let made = Sealing.digest(input, mac: index)
+        caches.storeDigest(key, made, generation: generation)
+        return made
     }
 
     /// The `pk` digest of a search naming the whole primary key.
-    func primaryKeyDigest(_ cls: ItemClass, _ constraints: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64) -> Data {
-        compositeDigest(cls, constraints, index, version: version)
+    ///
+    /// `generation`: as ``digest(_:_:_:_:version:generation:)``'s.
+    func primaryKeyDigest(_ cls: ItemClass, _ constraints: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64,
+                          generation: UInt64? = nil) -> Data {
+        compositeDigest(cls, constraints, index, version: version, generation: generation)
     }
 
     /// The `pk` digest and the `d_` digests in schema primary-key order, as a file of format `version` has them.
@@ -50,7 +68,7 @@ extension KeychainFile {
                  generation: UInt64? = nil) -> Digests {
         let schema = ClassSchema.of(cls)
         return Digests(
-            pk: compositeDigest(cls, attributes, index, version: version),
+            pk: compositeDigest(cls, attributes, index, version: version, generation: generation),
             columns: schema.primaryKey.map { key in
                 digest(cls, key, schema.primaryKeyValue(key, of: attributes), index, version: version, generation: generation)
             })

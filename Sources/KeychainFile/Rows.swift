@@ -169,10 +169,14 @@ extension KeychainFile {
     // MARK: - Reading rows
 
     /// The columns read for every row: `rowid, pk, pclass, wrapped, payload, d_…` (schema order).
-    private func selectColumns(_ cls: ItemClass) -> String {
+    private func selectColumns(_ cls: ItemClass) -> String { Self.selectSQL[cls]!.all }
+
+    /// Made once per class: every search names its statement without building its SQL.
+    private static let selectSQL: [ItemClass: (all: String, byPrimaryKey: String)] = Dictionary(uniqueKeysWithValues: ItemClass.allCases.map { cls in
         let digestColumns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }.joined(separator: ", ")
-        return "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns) FROM \(cls.rawValue)"
-    }
+        let all = "SELECT rowid, pk, pclass, wrapped, payload, \(digestColumns) FROM \(cls.rawValue)"
+        return (cls, (all, all + " WHERE pk = ?1"))
+    })
 
     /// Decrypts and checks the row the statement stands on.
     /// Whole-class scans do not use the cache: they would fill it with rows read once.
@@ -229,8 +233,8 @@ extension KeychainFile {
         // Scans of a whole class (no constraint beyond group and sync) bypass the row cache.
         let cacheable = constraints.keys.contains { $0 != Key.synchronizable && $0 != Key.accessGroup }
         if constraints.count == schema.primaryKey.count {
-            statement = try db.freshStatement("\(select) WHERE pk = ?1")
-            statement.bind(1, primaryKeyDigest(cls, constraints, keys.indexMAC, version: source.version))
+            statement = try db.freshStatement(Self.selectSQL[cls]!.byPrimaryKey)
+            statement.bind(1, primaryKeyDigest(cls, constraints, keys.indexMAC, version: source.version, generation: source.generation))
         } else {
             let ordered = constraints.keys.sorted()
             let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
@@ -258,12 +262,36 @@ extension KeychainFile {
 
     // MARK: - Writing rows
 
-    private func sealed(_ item: StoredItem, rowID: Int64, keys: KeySet, version: Int64) throws -> (Digests, String, Data, Data) {
+    /// The digests and sealed columns of `item` at `rowID`; `encoded` receives the plaintext sealed (see
+    /// `SealedItem.init(sealing:keys:aad:encoded:)`).
+    private func sealed(_ item: StoredItem, rowID: Int64, keys: KeySet, version: Int64,
+                        encoded: inout Data) throws -> (Digests, String, Data, Data) {
         let digests = digests(of: item.itemClass, item.attributes, keys.indexMAC, version: version)
-        let sealed = try SealedItem(sealing: item, keys: keys) { protection in
+        let sealed = try SealedItem(sealing: item, keys: keys, aad: { protection in
             self.aad(item.itemClass, protection.rawValue, digests.pk, digests: digests.columns, rowID: rowID, version: version)
-        }
+        }, encoded: &encoded)
         return (digests, sealed.protection.rawValue, sealed.wrappedKey, sealed.payload)
+    }
+
+    /// The write statements' SQL, made once per class (a write names its class's statement without building it).
+    private struct WriteSQL {
+        let insert: String
+        /// Rewrites the sealed columns of a row whose primary key is unchanged.
+        let updateSealed: String
+        /// Rewrites every column (the primary key changed).
+        let updateAll: String
+
+        init(_ cls: ItemClass) {
+            let keyColumns = ClassSchema.of(cls).primaryKey
+            let columns = keyColumns.map { "d_\($0)" }
+            let placeholders = (0..<(columns.count + 5)).map { "?\($0 + 1)" }.joined(separator: ", ")
+            insert = "INSERT INTO \(cls.rawValue) (rowid, pk, pclass, wrapped, payload, \(columns.joined(separator: ", "))) VALUES (\(placeholders))"
+            updateSealed = "UPDATE \(cls.rawValue) SET pclass = ?3, wrapped = ?4, payload = ?5 WHERE rowid = ?1 AND pk = ?2"
+            let assignments = keyColumns.enumerated().map { "d_\($0.element) = ?\($0.offset + 6)" }.joined(separator: ", ")
+            updateAll = "UPDATE \(cls.rawValue) SET pk = ?2, pclass = ?3, wrapped = ?4, payload = ?5, \(assignments) WHERE rowid = ?1"
+        }
+
+        static let byClass: [ItemClass: WriteSQL] = Dictionary(uniqueKeysWithValues: ItemClass.allCases.map { ($0, WriteSQL($0)) })
     }
 
     /// The row id the next insert into `cls` gets (AUTOINCREMENT: one more than any id ever used).
@@ -281,10 +309,9 @@ extension KeychainFile {
         guard let keys else { throw EngineError.interactionNotAllowed("the keychain is locked") }
         let cls = item.itemClass
         let rowID = try nextRowID(cls)
-        let (digests, pclass, wrapped, payload) = try sealed(item, rowID: rowID, keys: keys, version: header.version)
-        let columns = ClassSchema.of(cls).primaryKey.map { "d_\($0)" }
-        let placeholders = (0..<(columns.count + 5)).map { "?\($0 + 1)" }.joined(separator: ", ")
-        let statement = try db.statement("INSERT INTO \(cls.rawValue) (rowid, pk, pclass, wrapped, payload, \(columns.joined(separator: ", "))) VALUES (\(placeholders))")
+        var encoded = Data()
+        let (digests, pclass, wrapped, payload) = try sealed(item, rowID: rowID, keys: keys, version: header.version, encoded: &encoded)
+        let statement = try db.statement(WriteSQL.byClass[cls]!.insert)
         statement.bind(1, rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload)
         for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column) }
         do { try statement.run() } catch let error as SQLiteError where (error.code & 0xFF) == 19 /* SQLITE_CONSTRAINT */ {
@@ -295,15 +322,13 @@ extension KeychainFile {
 
     fileprivate func replace(_ item: StoredItem) throws {
         guard let keys else { throw EngineError.interactionNotAllowed("the keychain is locked") }
-        let columns = try replace(item, keys: keys, version: header.version)
+        let (columns, encoded) = try replace(item, keys: keys, version: header.version)
         // A row read (so cached) and rewritten is cached with its new columns, as decrypting them would give it
-        // (the item encoded and decoded again, exactly what the sealed payload holds): the read that follows an
+        // (the plaintext just sealed, decoded: exactly what opening the sealed payload gives): the read that follows an
         // update does not decrypt again. The whole cache is dropped when the transaction rolls back.
         let key = RowKey(itemClass: item.itemClass, rowID: item.rowID)
         if cachingEnabled, caches.hasRow(key) {
-            var stored = item
-            stored.rowID = 0
-            if let decoded = try? RowCodec.decode(RowCodec.encode(stored), itemClass: item.itemClass, rowID: item.rowID),
+            if let decoded = try? RowCodec.decode(encoded, itemClass: item.itemClass, rowID: item.rowID),
                ProtectionClass(decoded.accessibility).rawValue == columns.pclass {
                 caches.store(key, CachedRow(columns: columns, candidate: .item(decoded)), generation: caches.generation)
             } else {
@@ -312,26 +337,26 @@ extension KeychainFile {
         }
     }
 
-    /// Rewrites the row `item.rowID` and returns its new columns.
+    /// Rewrites the row `item.rowID` and returns its new columns, with the plaintext sealed in them.
     @discardableResult
-    private func replace(_ item: StoredItem, keys: KeySet, version: Int64) throws -> RowColumns {
-        let (digests, pclass, wrapped, payload) = try sealed(item, rowID: item.rowID, keys: keys, version: version)
+    private func replace(_ item: StoredItem, keys: KeySet, version: Int64) throws -> (RowColumns, Data) {
+        var encoded = Data()
+        let (digests, pclass, wrapped, payload) = try sealed(item, rowID: item.rowID, keys: keys, version: version, encoded: &encoded)
+        let sql = WriteSQL.byClass[item.itemClass]!
         let columns = RowColumns(pk: digests.pk, pclass: pclass, wrapped: wrapped, payload: payload, digests: digests.columns)
         // The primary key rarely changes (a new secret, label or accessibility): then only the sealed columns are
         // rewritten, leaving the index entries and their pages alone, so a durable update writes one page.
-        let sameKey = try db.statement("UPDATE \(item.itemClass.rawValue) SET pclass = ?3, wrapped = ?4, payload = ?5 WHERE rowid = ?1 AND pk = ?2")
+        let sameKey = try db.statement(sql.updateSealed)
         try sameKey.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload).run()
-        if db.changes == 1 { return columns }
-        let keyColumns = ClassSchema.of(item.itemClass).primaryKey
-        let assignments = keyColumns.enumerated().map { "d_\($0.element) = ?\($0.offset + 6)" }.joined(separator: ", ")
-        let statement = try db.statement("UPDATE \(item.itemClass.rawValue) SET pk = ?2, pclass = ?3, wrapped = ?4, payload = ?5, \(assignments) WHERE rowid = ?1")
+        if db.changes == 1 { return (columns, encoded) }
+        let statement = try db.statement(sql.updateAll)
         statement.bind(1, item.rowID).bind(2, digests.pk).bind(3, pclass).bind(4, wrapped).bind(5, payload)
         for (offset, column) in digests.columns.enumerated() { statement.bind(Int32(offset + 6), column) }
         do { try statement.run() } catch let error as SQLiteError where (error.code & 0xFF) == 19 {
             throw EngineError.duplicateItem("an item with the same primary key exists")
         }
         guard db.changes == 1 else { throw EngineError.itemNotFound }
-        return columns
+        return (columns, encoded)
     }
 
     fileprivate func delete(_ cls: ItemClass, _ rowID: Int64) throws {

@@ -34,6 +34,13 @@ package enum RowDigest {
     /// of it under labels of its own.
     package static func digest(_ cls: ItemClass, label: String, of keys: [String], _ attributes: [String: AttributeValue],
                                mac: HMAC<SHA256>, byBytes: Bool = true) -> Data {
+        Sealing.digest(digestInput(cls, label: label, of: keys, attributes, byBytes: byBytes), mac: mac)
+    }
+
+    /// The bytes ``digest(_:label:of:_:mac:byBytes:)`` authenticates: they determine the digest under a given key, so a
+    /// storage may keep digests by them.
+    package static func digestInput(_ cls: ItemClass, label: String, of keys: [String], _ attributes: [String: AttributeValue],
+                                    byBytes: Bool = true) -> [UInt8] {
         let schema = ClassSchema.of(cls)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
@@ -45,7 +52,7 @@ package enum RowDigest {
             bytes.append(contentsOf: key.utf8)
             writeMatchForm(schema.primaryKeyValue(key, of: attributes), of: key, in: cls, byBytes: byBytes, to: &bytes)
         }
-        return Sealing.digest(bytes, mac: mac)
+        return bytes
     }
 
     /// The digests of every primary-key attribute, in schema order.
@@ -98,6 +105,16 @@ package struct SealedItem: Sendable, Hashable {
     /// `aad` is called with the item's protection class: the storages bind it too.
     /// - Throws: `errSecInteractionNotAllowed` when that class's key is not held (the keychain is locked).
     package init(sealing item: StoredItem, keys: KeySet, aad: (ProtectionClass) -> Data) throws(EngineError) {
+        var encoded = Data()
+        try self.init(sealing: item, keys: keys, aad: aad, encoded: &encoded)
+    }
+
+    /// Seals `item` as ``init(sealing:keys:aad:)`` does, and gives the plaintext sealed (the item encoded by
+    /// `RowCodec`, row id 0): what opening the payload gives back, for a storage that caches the item as a read would
+    /// decode it without encoding it a second time.
+    ///
+    /// - Important: `encoded` holds the item's secret: keep it no longer than the item itself.
+    package init(sealing item: StoredItem, keys: KeySet, aad: (ProtectionClass) -> Data, encoded: inout Data) throws(EngineError) {
         let protection = ProtectionClass(item.accessibility)
         guard let classKey = keys.classKeys[protection] else {
             throw EngineError.interactionNotAllowed("the item's protection class is locked")
@@ -113,7 +130,8 @@ package struct SealedItem: Sendable, Hashable {
         stored.rowID = 0
         self.protection = protection
         wrappedKey = try Sealing.seal(random[0..<32], key: classKey, nonce: wrapNonce, aad: associated)
-        payload = try Sealing.seal(RowCodec.encode(stored), key: itemKey, nonce: sealNonce, aad: associated)
+        encoded = RowCodec.encode(stored)
+        payload = try Sealing.seal(encoded, key: itemKey, nonce: sealNonce, aad: associated)
     }
 
     private static func nonce(_ bytes: ArraySlice<UInt8>) throws(EngineError) -> AES.GCM.Nonce {
