@@ -117,8 +117,13 @@ private func runThreads(_ count: Int, kind: String, path: String, perWriter: Int
     let body: @Sendable (Int) -> Void
     if kind == "raw" {
         _ = RawSQLite(path: path)
+        // Connections open one at a time before the start (concurrent opens of one file can meet SQLITE_BUSY in
+        // RawSQLite's set-up, which it does not retry).
+        let opening = NSLock()
         body = { t in
+            opening.lock()
             let raw = RawSQLite(path: path)
+            opening.unlock()
             for i in 0..<perWriter { raw.save(key: Data("t\(t)-\(i)".utf8), value: payload) }
         }
     } else {
