@@ -85,9 +85,15 @@ extension KeychainFile {
             aad.append(pk)
             return aad
         }
+        // "keystone-row-v2\0<class>\0<pclass>\0", appended part by part (no string is built for it).
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(64 + 32 * (digests.count + 1))
-        bytes.append(contentsOf: "keystone-row-v2\u{0}\(cls.rawValue)\u{0}\(pclass)\u{0}".utf8)
+        bytes.reserveCapacity(64 + 36 * (digests.count + 1))
+        bytes.append(contentsOf: "keystone-row-v2".utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: cls.rawValue.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: pclass.utf8)
+        bytes.append(0)
         RowDigest.appendBinding(rowID: rowID, primaryKey: pk, digests: digests, to: &bytes)
         return Data(bytes)
     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import KeychainEngine
 import KeychainSealing
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -178,6 +179,28 @@ extension KeychainFile {
         return (cls, (all, all + " WHERE pk = ?1"))
     })
 
+    private struct SearchShape: Hashable {
+        let itemClass: ItemClass
+        let attributes: [String]
+    }
+
+    /// The SQL of searches by digest columns, by class and constrained attributes: made once per shape (a few recur,
+    /// as service and account), shared by every connection, bounded.
+    private static let searchShapes = Mutex<[SearchShape: String]>([:])
+
+    /// The SQL of a search of `cls` constraining the digest columns of `ordered` (sorted), bound as ?1, ?2, … in order.
+    private static func searchSQL(_ cls: ItemClass, _ ordered: [String], _ select: String) -> String {
+        let shape = SearchShape(itemClass: cls, attributes: ordered)
+        if let known = searchShapes.withLock({ $0[shape] }) { return known }
+        let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
+        let sql = conditions.isEmpty ? "\(select) ORDER BY rowid" : "\(select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY rowid"
+        searchShapes.withLock { shapes in
+            if shapes.count >= 256 { shapes.removeAll() }
+            shapes[shape] = sql
+        }
+        return sql
+    }
+
     /// Decrypts and checks the row the statement stands on.
     /// Whole-class scans do not use the cache: they would fill it with rows read once.
     private func row(_ source: RowSource, _ cls: ItemClass, _ statement: SQLiteStatement, keys: KeySet, cacheable: Bool) -> Candidate {
@@ -237,9 +260,7 @@ extension KeychainFile {
             statement.bind(1, primaryKeyDigest(cls, constraints, keys.indexMAC, version: source.version, generation: source.generation))
         } else {
             let ordered = constraints.keys.sorted()
-            let conditions = ordered.enumerated().map { "d_\($0.element) = ?\($0.offset + 1)" }
-            let sql = conditions.isEmpty ? "\(select) ORDER BY rowid" : "\(select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY rowid"
-            statement = try db.freshStatement(sql)
+            statement = try db.freshStatement(Self.searchSQL(cls, ordered, select))
             for (offset, key) in ordered.enumerated() {
                 statement.bind(Int32(offset + 1), digest(cls, key, constraints[key]!, keys.indexMAC, version: source.version, generation: source.generation))
             }

@@ -68,10 +68,12 @@ package enum RowDigest {
     /// (format 2 and later) and etcd bind a row to its place this way.
     package static func appendBinding(rowID: Int64, primaryKey: Data, digests: [Data], to bytes: inout [UInt8]) {
         withUnsafeBytes(of: rowID.bigEndian) { bytes.append(contentsOf: $0) }
-        for part in [primaryKey] + digests {
+        func append(_ part: Data) {
             withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
             bytes.append(contentsOf: part)
         }
+        append(primaryKey)
+        for part in digests { append(part) }
     }
 
     /// Writes the form of `value` that digests compare (see ``attribute(_:_:_:mac:byBytes:)``).
