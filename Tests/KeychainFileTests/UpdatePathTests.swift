@@ -89,6 +89,33 @@ struct UpdatePathTests {
         #expect(here.attributes?[Key.comment] == .string("c"))
     }
 
+    @Test("an item the row codec keeps bit for bit is cached as it is: decoding its encoding gives an equal item")
+    func decodedFormIsTheItem() throws {
+        let item = StoredItem(itemClass: .genericPassword, rowID: 7, attributes: [
+            Key.service: .string("svc é"), Key.account: .data(Data("acct".utf8)), Key.generic: .data(Data([0, 255, 1])),
+            Key.type: .number(-42), Key.isInvisible: .bool(true), Key.modificationDate: .date(Date(timeIntervalSinceReferenceDate: 1.0 / 3.0)),
+            Key.accessible: .string(Accessibility.afterFirstUnlock.rawValue),
+        ], secret: Data("secret".utf8), accessControl: AccessControl(accessibility: .afterFirstUnlock, flags: [.userPresence]))
+        let cached = try #require(KeychainFile.decodedForm(of: item))
+        var stored = item
+        stored.rowID = 0
+        let decoded = try RowCodec.decode(RowCodec.encode(stored), itemClass: .genericPassword, rowID: 7)
+        #expect(cached == decoded)
+        #expect(cached.attributes == decoded.attributes && cached.secret == decoded.secret && cached.accessControl == decoded.accessControl)
+    }
+
+    @Test("an item holding a slice of a larger Data is decoded for the cache instead (its data then starts at index 0)")
+    func slicesAreDecoded() {
+        let big = Data("0123456789".utf8)
+        var item = StoredItem(itemClass: .genericPassword, rowID: 1, attributes: [Key.generic: .data(big[3...])], secret: nil, accessControl: nil)
+        #expect(KeychainFile.decodedForm(of: item) == nil)
+        item.attributes[Key.generic] = .data(Data(big[3...]))
+        item.secret = big[2...]
+        #expect(KeychainFile.decodedForm(of: item) == nil)
+        item.secret = Data(big[2...])
+        #expect(KeychainFile.decodedForm(of: item) != nil)
+    }
+
     @Test("primary-key digests cached under one file's keys are not used after the file is replaced by another with other keys")
     func digestsFollowKeys() throws {
         let path = TempDir().path()
