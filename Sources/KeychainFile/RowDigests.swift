@@ -38,6 +38,8 @@ extension KeychainFile {
 
     /// The label a `pk` digest is kept under in the digest cache (no attribute is named so).
     static let primaryKeyCacheLabel = "\u{0}pk"
+    /// The label a row's digests (`pk` and every column, ``digests(of:_:_:version:generation:)``) are kept under.
+    static let rowDigestsCacheLabel = "\u{0}row"
 
     /// The `pk` digest of `attributes`, kept in the digest cache by the exact bytes the HMAC authenticates (class,
     /// every primary-key value in its match form): an update of an item's data, or the search that finds it, makes the
@@ -64,9 +66,34 @@ extension KeychainFile {
     }
 
     /// The `pk` digest and the `d_` digests in schema primary-key order, as a file of format `version` has them.
+    ///
+    /// Format 3 and later: all of them are kept in the digest cache as one entry (`pk` then each column, 32 bytes each)
+    /// by the bytes the `pk` HMAC authenticates, which hold every primary-key value in the match form its column digests
+    /// too: an update that leaves the primary key as it was (a new secret, label, comment) takes them in one lookup.
     func digests(of cls: ItemClass, _ attributes: [String: AttributeValue], _ index: HMAC<SHA256>, version: Int64,
                  generation: UInt64? = nil) -> Digests {
         let schema = ClassSchema.of(cls)
+        if Self.matchesBlobsByBytes(version: version) {
+            let input = RowDigest.digestInput(cls, label: "pk", of: schema.primaryKey, attributes, byBytes: true)
+            let key = DigestKey(itemClass: cls, attribute: Self.rowDigestsCacheLabel, value: .data(Data(input)))
+            let generation = generation ?? caches.generation
+            let width = 32, count = schema.primaryKey.count
+            if let known = caches.digest(key, generation: generation), known.count == width * (count + 1) {
+                let start = known.startIndex
+                return Digests(pk: known[start..<start + width],
+                               columns: (1...count).map { known[(start + $0 * width)..<(start + ($0 + 1) * width)] })
+            }
+            let made = Digests(
+                pk: Sealing.digest(input, mac: index),
+                columns: schema.primaryKey.map { key in
+                    digest(cls, key, schema.primaryKeyValue(key, of: attributes), index, version: version, generation: generation)
+                })
+            var joined = Data(capacity: width * (count + 1))
+            joined.append(made.pk)
+            for column in made.columns { joined.append(column) }
+            if joined.count == width * (count + 1) { caches.storeDigest(key, joined, generation: generation) }
+            return made
+        }
         return Digests(
             pk: compositeDigest(cls, attributes, index, version: version, generation: generation),
             columns: schema.primaryKey.map { key in
