@@ -158,7 +158,7 @@ extension KeychainFile {
     /// with concurrent writers, fewer than the writes.
     public var logFlushCount: Int { withMutex { db.logFlusher?.flushCount ?? 0 } }
 
-    /// The file this instance shares flushes and write-lock wake-ups through with other processes (`SharedCommit.swift`),
+    /// The file this instance shares flushes through with other processes (`SharedCommit.swift`),
     /// once group commit is set up; nil before, or when the file was refused.
     package var sharedCommit: SharedCommit? { withMutex { db.logFlusher?.shared } }
 
@@ -169,10 +169,7 @@ extension KeychainFile {
     /// SQLite flushed the commit itself (`synchronous=FULL`). Sets up group commit after the connection's first
     /// commit (its log is open then): `PRAGMA synchronous` cannot change inside a transaction.
     func committed() -> (LogFlusher, UInt64)? {
-        if let flusher = db.logFlusher {
-            flusher.shared?.signalWriteEnd()
-            return (flusher, flusher.noteCommit())
-        }
+        if let flusher = db.logFlusher { return (flusher, flusher.noteCommit()) }
         if groupCommit, !db.groupCommitAttempted {
             db.groupCommitAttempted = true
             let log = path + "-wal"

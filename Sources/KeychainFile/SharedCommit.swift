@@ -19,8 +19,6 @@ import Darwin
 // - a flush lock (`flock` on the file, exclusive): whoever holds it is the leader. A process that finds it free leads
 //   (and returns after its own flush, whatever the file says); one that finds it held sleeps on a futex in the file
 //   until the leader publishes, then returns when covered, or leads the next flush.
-// - a write sequence, bumped by a Keystone writer after its write transaction ends: a writer waiting for SQLite's
-//   write lock sleeps on it (`BusyWait.swift`) and wakes when the lock is let go, not after a fixed back-off.
 //
 // Decision: the file only ever lets a process skip a flush when it proves another process's flush covered its commit;
 // whatever else goes wrong (the file planted, wrong owner or mode, garbage, another log, a leader killed or stopped),
@@ -56,9 +54,8 @@ package final class SharedCommit: @unchecked Sendable {
 
     /// The name of the file next to the keychain: `<keychain>-commit`.
     static let suffix = "-commit"
-    /// `KEYSTONE_SHARED_COMMIT=0`: no commit file; each process flushes its own commits and waits for another
-    /// process's write lock with the back-off alone (as before it existed: for measurements, or a file system where
-    /// shared mappings of a file are not shared).
+    /// `KEYSTONE_SHARED_COMMIT=0`: no commit file; each process flushes its own commits (as before it existed: for
+    /// measurements, or a file system where shared mappings of a file are not shared).
     static let disableVariable = "KEYSTONE_SHARED_COMMIT"
     static let size = 4096
     /// "KSTNCMT1", as a native-order integer (the file is shared by the processes of one machine only).
@@ -71,7 +68,7 @@ package final class SharedCommit: @unchecked Sendable {
         static let magic = 0, layout = 8, generation = 16, logDevice = 24, logInode = 32
         static let committed = 40, flushed = 48, failures = 56
         // 32-bit futex words.
-        static let flushSequence = 72, flushWaiters = 76, writeSequence = 80, writeWaiters = 84
+        static let flushSequence = 72, flushWaiters = 76
     }
 
     /// How long a waiter sleeps before looking again (a leader killed never wakes anyone).
@@ -95,8 +92,6 @@ package final class SharedCommit: @unchecked Sendable {
     var waitingHook: (@Sendable () -> Void)?
     /// Tests: how long a waiter waits for a leader before flushing itself (nil: `patienceNanoseconds`).
     var patienceOverride: Int64?
-    /// Tests: how long a writer waiting for another's write lock sleeps unless woken (nil: its back-off).
-    var writeWaitOverride: Int64?
 
     private init(path: String, descriptor: Int32, base: UnsafeMutableRawPointer, logDevice: UInt64, logInode: UInt64) {
         self.path = path
@@ -256,28 +251,5 @@ package final class SharedCommit: @unchecked Sendable {
     private func flushAlone(_ logDescriptor: Int32) -> Int32? {
         ledFlushes += 1
         return fdatasync(logDescriptor) == 0 ? nil : errno
-    }
-
-    // MARK: - The write lock
-
-    /// The write sequence now: read it before trying SQLite's write lock, then wait with ``waitForWriteEnd(after:nanoseconds:)``.
-    var writeSequence: UInt32 { keystone_shared_load32(pointer32(Field.writeSequence)) }
-
-    /// Tells a waiting writer that this process's write transaction ended (SQLite's write lock is free).
-    ///
-    /// Decision: one waiter is woken, not all: only one can take the lock, and each woken writer brings its instance up
-    /// to date and tries the lock (tens of µs); waking seven for one lock cost more CPU than the writes on two cores. The
-    /// one woken takes the lock and wakes the next when it lets go; when it meets another holder instead, it sleeps
-    /// again and that holder wakes one. A wake-up lost (a waiter that gave up) costs the others one back-off sleep.
-    func signalWriteEnd() {
-        keystone_shared_add32(pointer32(Field.writeSequence), 1)
-        if keystone_shared_load32(pointer32(Field.writeWaiters)) != 0 { keystone_shared_wake(pointer32(Field.writeSequence), 1) }
-    }
-
-    /// Sleeps until a Keystone writer's transaction ends after `sequence` was read, or `nanoseconds` passed.
-    func waitForWriteEnd(after sequence: UInt32, nanoseconds: Int64) {
-        keystone_shared_add32(pointer32(Field.writeWaiters), 1)
-        _ = keystone_shared_wait(pointer32(Field.writeSequence), sequence, writeWaitOverride ?? nanoseconds)
-        keystone_shared_add32(pointer32(Field.writeWaiters), UInt32.max)
     }
 }

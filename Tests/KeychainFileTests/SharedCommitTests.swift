@@ -163,41 +163,6 @@ struct SharedCommitTests {
         #expect(committed >= UInt64(total - 4), "the processes did not share the commit file")
     }
 
-    @Test("a writer waiting for another process's write lock wakes when that writer's transaction ends, not a back-off later")
-    func writeLockWakeUp() throws {
-        let path = TempDir().path()
-        let a = try KeychainFile.create(at: path, password: "pw")
-        let (b, engineB) = try openAgain(path)
-        try warmUp(KeychainEngine(storage: a), "a"); try warmUp(engineB, "b")
-        let sharedB = try #require(b.sharedCommit)
-        // B sleeps ten minutes between tries unless a writer wakes it.
-        sharedB.writeWaitOverride = 600_000_000_000
-        b.busyTimeout = 600
-        let waits = Collected<Int>()
-        b.withMutex { b.testHooks.busyWait = { waits.append($0.attempt) } }
-
-        let inside = Gate(), leave = Gate()
-        let holder = DispatchGroup()
-        holder.enter()
-        Thread.detachNewThread {
-            _ = try? a.write { _ in inside.release(); leave.wait() }
-            holder.leave()
-        }
-        #expect(inside.wait(seconds: 60))
-        let writer = DispatchGroup()
-        let status = Collected<Int32>()
-        writer.enter()
-        Thread.detachNewThread {
-            status.append(fileStatus { try engineB.add(genp("shared", "woken", [Key.valueData: .data(Data("x".utf8))])) })
-            writer.leave()
-        }
-        #expect(eventually { !waits.all.isEmpty }, "B did not meet A's write lock")
-        leave.release()
-        #expect(holder.wait(timeout: .now() + 60) == .success)
-        #expect(writer.wait(timeout: .now() + 60) == .success, "B slept on after A let the write lock go")
-        #expect(status.all == [0])
-    }
-
     @Test("a commit file planted by another user, open to others, a symbolic link, or holding garbage is refused or reset: writes still flush")
     func plantedCommitFile() throws {
         // Open to group and others: refused, the instance flushes alone.

@@ -11,7 +11,7 @@ import Glibc
 // - the fsync floor (one thread: pwrite 128 B + fsync), measured right before each row;
 // - raw SQLite (WAL, synchronous=FULL, a connection per process / thread);
 // - KeychainFile with group commit shared across processes (the default), and with `KEYSTONE_SHARED_COMMIT=0` (each
-//   process flushes its own commits and polls for another's write lock: before the shared commit file existed).
+//   process flushes its own commits: before the shared commit file existed).
 // Each row prints the median over the rounds of adds/s, of its ratio to the same configuration with 1 writer run right
 // before it, and of its ratio to the floor.
 
