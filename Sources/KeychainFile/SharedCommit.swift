@@ -126,7 +126,16 @@ package final class SharedCommit: @unchecked Sendable {
             close(fd)
             return nil
         }
-        if info.st_size < off_t(size), ftruncate(fd, off_t(size)) != 0 { close(fd); return nil }
+        // Decision: the file's blocks are allocated (posix_fallocate, a no-op where they already are), never left as
+        // the hole a bare ftruncate makes: a store into a page of a shared mapping that no block backs raises SIGBUS
+        // when the disk or the quota is full. A full disk only turns sharing off: the writer flushes alone.
+        let allocated = posix_fallocate(fd, 0, off_t(size))
+        guard allocated == 0 else {
+            KeystoneLog.logger.notice("group commit across processes is off: no space for the keychain's commit file",
+                                      metadata: ["path": "\(path)", "error": "\(String(cString: strerror(allocated)))"])
+            close(fd)
+            return nil
+        }
         guard let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), mapped != MAP_FAILED else {
             close(fd)
             return nil

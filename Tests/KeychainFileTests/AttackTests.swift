@@ -553,6 +553,30 @@ struct FullDiskTests {
     }
 }
 
+extension FullDiskTests {
+    @Test("on a full disk the shared commit file is refused, never mapped with pages no block backs (a store there is SIGBUS)",
+          .enabled(if: SmallDisk.available, "needs root and mount(8) to make a small tmpfs"))
+    func commitFileOnFullDisk() throws {
+        let disk = try SmallDisk(megabytes: 1)
+        defer { disk.unmount() }
+        let path = disk.path + "/full.keychain-db"
+        #expect(FileManager.default.createFile(atPath: path + "-wal", contents: Data(count: 4096)))
+        let log = open(path + "-wal", O_RDWR | O_CLOEXEC)
+        try #require(log >= 0)
+        defer { close(log) }
+        #expect(FileManager.default.createFile(atPath: disk.path + "/ballast", contents: nil))
+        let ballast = try #require(FileHandle(forWritingAtPath: disk.path + "/ballast"))
+        while (try? ballast.write(contentsOf: Data(count: 4096))) != nil {}
+        try? ballast.close()
+        let shared = SharedCommit.open(keychainPath: path, logDescriptor: log)
+        if shared != nil {
+            var info = stat()
+            #expect(stat(path + "-commit", &info) == 0)
+            #expect(Int(info.st_blocks) * 512 >= Int(info.st_size), "the mapped commit file is sparse: \(info.st_blocks) blocks for \(info.st_size) bytes")
+        }
+    }
+}
+
 @Suite("Keychain file: reading no more than asked")
 struct StreamingReadTests {
     @Test("a limit-one query stops at its first match: rows after it are never decrypted")
