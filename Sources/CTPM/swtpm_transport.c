@@ -63,7 +63,15 @@ static ks_swtpm *cast(TSS2_TCTI_CONTEXT *context) {
 }
 
 static void drop_connection(ks_swtpm *t) {
-    if (t->fd >= 0) close(t->fd);
+    if (t->fd >= 0) {
+        // A connection per command: closed normally, each would leave a TIME_WAIT socket holding a local port for a
+        // minute, and a few thousand signatures a second (tests, benchmarks) then exhaust the ephemeral ports of the
+        // whole machine (every bind and connect on 127.0.0.1 fails). The response is complete or abandoned when the
+        // connection is dropped, so nothing is lost by closing it with a reset (SO_LINGER 0), which leaves none.
+        struct linger abort_on_close = { .l_onoff = 1, .l_linger = 0 };
+        (void)setsockopt(t->fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+        close(t->fd);
+    }
     t->fd = -1;
     t->receiving = 0;
     t->have = 0;
