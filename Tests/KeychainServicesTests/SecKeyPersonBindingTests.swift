@@ -58,15 +58,6 @@ func personSecretItems() -> [[String: Any]] {
     return (result as? [[String: Any]]) ?? []
 }
 
-extension SwtpmFixture {
-    /// Runs a tpm2-tools command on this swtpm (its tss2 logging off).
-    func tpm2Tool(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        var environment = ProcessInfo.processInfo.environment
-        environment["TPM2TOOLS_TCTI"] = tcti
-        environment["TSS2_LOG"] = "all+NONE"
-        return try run("/usr/bin/\(tool)", arguments, environment: environment)
-    }
-}
 #endif
 
 /// A Secure Enclave SecKey with `.userPresence` (or biometry, `.devicePasscode`) and `.privateKeyUsage`, on a real swtpm:
@@ -168,31 +159,8 @@ struct SecKeyPersonBindingTests {
                     return (try token.tss2PEM(dataRepresentation: blob), try #require(data as? Data), x963)
                 }
             }()
-            try pem.write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
-            let parsed = try fixture.run(SwtpmFixture.opensslPath, ["asn1parse", "-in", "\(directory)/key.pem"])
-            let offsets = parsed.output.split(separator: "\n").filter { $0.contains("OCTET STRING") }
-                .compactMap { Int($0.split(separator: ":").first?.trimmingCharacters(in: .whitespaces) ?? "") }
-            try #require(offsets.count == 2, "\(parsed.output)")
-            for (offset, name) in zip(offsets, ["pub", "priv"]) {
-                let out = try fixture.run(SwtpmFixture.opensslPath, ["asn1parse", "-in", "\(directory)/key.pem", "-strparse",
-                                                                     "\(offset)", "-noout", "-out", "\(directory)/\(name).bin"])
-                #expect(out.status == 0, "\(out.output)")
-            }
-            try Data(SHA256.hash(data: message)).write(to: URL(fileURLWithPath: "\(directory)/digest"))
-            let primary = try fixture.tpm2Tool("tpm2_createprimary", [
-                "-C", "o", "-G", "ecc256:aes128cfb", "-g", "sha256", "-c", "\(directory)/primary.ctx", "-a",
-                "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda",
-            ])
-            #expect(primary.status == 0, "\(primary.output)")
-            let loaded = try fixture.tpm2Tool("tpm2_load", ["-C", "\(directory)/primary.ctx", "-u", "\(directory)/pub.bin",
-                                                            "-r", "\(directory)/priv.bin", "-c", "\(directory)/key.ctx"])
-            #expect(loaded.status == 0, "\(loaded.output)")
-            _ = try fixture.tpm2Tool("tpm2_flushcontext", ["-t"])
-            func sign(_ auth: String?) throws -> (status: Int32, output: String) {
-                try fixture.tpm2Tool("tpm2_sign", ["-c", "\(directory)/key.ctx", "-g", "sha256", "-d", "-f", "plain",
-                                                   "-o", "\(directory)/sig.bin", "\(directory)/digest"]
-                                        + (auth.map { ["-p", $0] } ?? []))
-            }
+            let key = try fixture.loadWithTools(pem: pem, digest: Data(SHA256.hash(data: message)))
+            func sign(_ auth: String?) throws -> (status: Int32, output: String) { try key.sign(auth: auth) }
             let bare = try sign(nil)
             #expect(bare.status != 0)
             #expect(bare.output.contains("0x98e") || bare.output.lowercased().contains("authorization"), "\(bare.output)")

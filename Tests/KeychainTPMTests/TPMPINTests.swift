@@ -62,33 +62,9 @@ struct TPMPINTests {
                 return try device.createKey(.signing, authorization: TPMDevice.authorizationValue(pin: "2468"))
             }()  // released: swtpm has 3 object slots
             let directory = fixture.directory
-            try key.tss2PEMRepresentation().write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
-            // The TSS2 PEM's pubkey and privkey OCTET STRINGs are the TPM2B_PUBLIC and TPM2B_PRIVATE tpm2_load takes.
-            let parsed = try fixture.run(SwtpmFixture.opensslPath, ["asn1parse", "-in", "\(directory)/key.pem"])
-            let offsets = parsed.output.split(separator: "\n").filter { $0.contains("OCTET STRING") }
-                .compactMap { Int($0.split(separator: ":").first?.trimmingCharacters(in: .whitespaces) ?? "") }
-            try #require(offsets.count == 2, "\(parsed.output)")
-            for (offset, name) in zip(offsets, ["pub", "priv"]) {
-                let out = try fixture.run(SwtpmFixture.opensslPath, ["asn1parse", "-in", "\(directory)/key.pem", "-strparse",
-                                                                     "\(offset)", "-noout", "-out", "\(directory)/\(name).bin"])
-                #expect(out.status == 0, "\(out.output)")
-            }
-            try digest.write(to: URL(fileURLWithPath: "\(directory)/digest"))
-            let primary = try fixture.tpm2("tpm2_createprimary", [
-                "-C", "o", "-G", "ecc256:aes128cfb", "-g", "sha256", "-c", "\(directory)/primary.ctx", "-a",
-                "restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda",
-            ])
-            #expect(primary.status == 0, "\(primary.output)")
-            let loaded = try fixture.tpm2("tpm2_load", ["-C", "\(directory)/primary.ctx", "-u", "\(directory)/pub.bin",
-                                                        "-r", "\(directory)/priv.bin", "-c", "\(directory)/key.ctx"])
-            #expect(loaded.status == 0, "\(loaded.output)")
-            _ = try fixture.tpm2("tpm2_flushcontext", ["-t"])
-            func sign(_ pin: String?) throws -> (status: Int32, output: String) {
-                // Each tpm2_sign loads the key from its context file (transient objects are flushed between tools).
-                try fixture.tpm2("tpm2_sign", ["-c", "\(directory)/key.ctx", "-g", "sha256", "-d", "-f", "plain",
-                                               "-o", "\(directory)/sig.bin", "\(directory)/digest"]
-                                    + (pin.map { ["-p", $0] } ?? []))
-            }
+            // The TSS2 PEM's pubkey and privkey are what tpm2_load takes; no Keystone code runs from here.
+            let loaded = try fixture.loadWithTools(pem: try key.tss2PEMRepresentation(), digest: digest)
+            func sign(_ pin: String?) throws -> (status: Int32, output: String) { try loaded.sign(auth: pin) }
             let wrong = try sign("1357")
             #expect(wrong.status != 0)
             #expect(wrong.output.contains("0x98e") || wrong.output.lowercased().contains("authorization"),

@@ -25,14 +25,6 @@ extension SwtpmFixture {
         environment["TSS2_LOG"] = "all+NONE"
         return try run(SwtpmFixture.opensslPath, arguments, environment: environment)
     }
-
-    /// Runs a tpm2-tools command on this swtpm.
-    func tpm2(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        var environment = ProcessInfo.processInfo.environment
-        environment["TPM2TOOLS_TCTI"] = tcti
-        environment["TSS2_LOG"] = "all+NONE"
-        return try run("/usr/bin/\(tool)", arguments, environment: environment)
-    }
 }
 
 /// "TSS2 PRIVATE KEY" PEM interop with tpm2-openssl (Debian's `tpm2-openssl` provider) on ONE real swtpm. The
