@@ -79,16 +79,22 @@ struct ParallelReadTests {
         #expect(file.stateGeneration.load(ordering: .acquiring) == before)
     }
 
-    @Test("a read on a connection that read before sees another instance's lock, with nothing else telling this instance")
-    func anotherInstanceLockSeenByWarmReader() throws {
+    /// A new keychain file with one item ("par"/"a" = "x") read three times through `engine` (warming this thread's
+    /// pooled connections: they now hold a copy of the keys), and a second, unlocked instance of the same file.
+    private static func warmReaderAndAnotherInstance() throws -> (file: KeychainFile, engine: KeychainEngine, other: KeychainFile) {
         let path = TempDir().path()
         let file = try KeychainFile.create(at: path, password: "pw")
         let engine = KeychainEngine(storage: file)
         try engine.add(genp("par", "a", [Key.valueData: .data(Data("x".utf8))]))
-        // Warm the pooled connections of this thread: they now hold a copy of the keys.
         for _ in 0..<3 { #expect(try engine.secret("par", "a") == "x") }
         let other = try KeychainFile.open(at: path)
         if other.lockState != .unlocked { try other.unlock(password: "pw") }
+        return (file, engine, other)
+    }
+
+    @Test("a read on a connection that read before sees another instance's lock, with nothing else telling this instance")
+    func anotherInstanceLockSeenByWarmReader() throws {
+        let (file, engine, other) = try Self.warmReaderAndAnotherInstance()
         other.lock()
         #expect(fileStatus { _ = try engine.secret("par", "a") } == Status.interactionNotAllowed)
         #expect(file.lockState == .locked)
@@ -96,13 +102,7 @@ struct ParallelReadTests {
 
     @Test("a read on a connection that read before sees another instance's write and unlock")
     func anotherInstanceWriteSeenByWarmReader() throws {
-        let path = TempDir().path()
-        let file = try KeychainFile.create(at: path, password: "pw")
-        let engine = KeychainEngine(storage: file)
-        try engine.add(genp("par", "a", [Key.valueData: .data(Data("x".utf8))]))
-        for _ in 0..<3 { #expect(try engine.secret("par", "a") == "x") }
-        let other = try KeychainFile.open(at: path)
-        if other.lockState != .unlocked { try other.unlock(password: "pw") }
+        let (file, engine, other) = try Self.warmReaderAndAnotherInstance()
         try KeychainEngine(storage: other).update(genp("par", "a"), with: [Key.valueData: .data(Data("y".utf8))])
         #expect(try engine.secret("par", "a") == "y")
         other.lock()
