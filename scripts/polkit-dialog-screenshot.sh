@@ -73,10 +73,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# Waits (up to 30 s) until the command succeeds.
+# Waits until the command succeeds: a hang guard of 600 tries (at least 120 s; more when each try is slow), generous
+# for a loaded CI machine, where the dialog's painting took over 30 s once.
 wait_for() {
     local what=$1; shift
-    for _ in $(seq 1 150); do
+    for _ in $(seq 1 600); do
         if "$@" >/dev/null 2>&1; then return 0; fi
         sleep 0.2
     done

@@ -50,9 +50,10 @@ struct PolkitGUIAgentTests {
 
         let (status, output) = try await blocking { () throws -> (Int32, String) in
             let process = Process()
-            // The script's own waits end at 30 s each; timeout(1) bounds the whole (SIGTERM runs its teardown).
+            // The script's own waits are hang guards of at least 120 s each; timeout(1) bounds the whole at 600 s
+            // (SIGTERM runs its teardown). Neither is a measure: the script waits for the dialog's own signals.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-            process.arguments = ["60", PolkitGUIAgent.script, picture]
+            process.arguments = ["600", PolkitGUIAgent.script, picture]
             var environment = ProcessInfo.processInfo.environment
             environment["KEYSTONE"] = PolkitDaemon.keystone
             environment["REASON"] = reason
