@@ -46,10 +46,11 @@ struct EtcdAuditEvent: Sendable, Hashable {
 /// and the HEAD: a change whose entry cannot be written (etcd refuses the key, the request is too large, the quota is
 /// reached) is not applied. Fail-closed by construction, not by a check that could be skipped.
 ///
-/// **What** (``EtcdAuditRecord``, binary, format 1): the counter; the writer's clock (milliseconds since 1970); the
+/// **What** (``EtcdAuditRecord``, binary, format 2): the counter; the writer's clock (milliseconds since 1970); the
 /// machine (SHA-256 of `keystone-etcd-machine\0` + `/etc/machine-id`, as ``EtcdKeychain/enrollMachine(_:machineID:)``
 /// names machines); the user (uid and login name); one event per item changed (operation, class, the first 12 bytes
-/// of the item's primary-key digest, its version after the change); the chain hash of the previous entry; and an
+/// of the item's primary-key digest, its version after the change); the chain hash of the previous entry; a commit id
+/// (16 random bytes, new for every attempt to commit: format 1 entries, written before it, have none); and an
 /// HMAC-SHA256 of everything before it and of the entry's etcd key, under the audit key (HKDF label
 /// `keystone-etcd-audit`, ``EtcdKeychain/auditKey(_:)``), which only machines that unlocked the keychain hold.
 ///
@@ -60,6 +61,11 @@ struct EtcdAuditEvent: Sendable, Hashable {
 /// Decision: the user is stored as uid and login name, not a digest: a login name is not a secret, and a digest of
 /// one hides nothing from whoever can list the machine's accounts (a small space to try), while an auditor needs to
 /// read it. The item is a digest prefix under the keychain's index key: it names nothing without the keychain's keys.
+///
+/// Decision: the commit id makes every entry unique. Without it, two processes of one machine (or two threads) making
+/// the same change from the same HEAD in the same millisecond would write byte-identical entries, and a writer whose
+/// answer was lost could take the other's entry for its own (``EtcdTransaction``'s resolution of an indeterminate
+/// commit looks for its entry by its bytes).
 enum EtcdAudit {
     /// `errSecVerifyFailed` (-67808): a log that does not verify.
     static let verifyFailed: Int32 = -67808
@@ -78,7 +84,8 @@ enum EtcdAudit {
     static func append(to operations: inout [EtcdOperation], keychain: EtcdKeychain, counter: UInt64, previousHash: Data,
                        events: [EtcdAuditEvent], key: SymmetricKey) throws -> Data {
         let record = EtcdAuditRecord(counter: counter, time: keychain.clock(), machine: machineDigest, uid: UInt32(getuid()),
-                                     user: userName, events: events.map(EtcdAuditRecord.Event.init), previousHash: previousHash)
+                                     user: userName, events: events.map(EtcdAuditRecord.Event.init), previousHash: previousHash,
+                                     commitID: EtcdAuditRecord.newCommitID())
         let etcdKey = keychain.keyspace.auditEntry(counter)
         let value = record.sealed(key: key, etcdKey: etcdKey)
         operations.append(.put(etcdKey, value))
@@ -112,7 +119,10 @@ enum EtcdAudit {
 
 /// One audit entry as stored (the value of `…/audit/<counter>`), before or after its MAC.
 struct EtcdAuditRecord: Sendable, Hashable {
-    static let format: UInt8 = 1
+    /// The format written: 2 (with a commit id). Format 1 entries (no commit id) are still read and verified.
+    static let format: UInt8 = 2
+    static let formatWithoutCommitID: UInt8 = 1
+    static let commitIDLength = 16
 
     struct Event: Sendable, Hashable {
         var kind: UInt8
@@ -149,10 +159,18 @@ struct EtcdAuditRecord: Sendable, Hashable {
     var user: String
     var events: [Event]
     var previousHash: Data
+    /// 16 random bytes drawn for this attempt to commit (nil: a format 1 entry).
+    var commitID: Data?
+
+    /// A fresh commit id, from the system's random generator.
+    static func newCommitID() -> Data {
+        var generator = SystemRandomNumberGenerator()
+        return Data((0..<commitIDLength).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+    }
 
     /// The bytes the MAC covers (after the label and the etcd key).
     var body: Data {
-        var out = Data([Self.format])
+        var out = Data([commitID == nil ? Self.formatWithoutCommitID : Self.format])
         out.appendBigEndian(counter)
         out.appendBigEndian(UInt64(bitPattern: Int64((time.timeIntervalSince1970 * 1000).rounded())))
         out.append(machine.count == 32 ? machine : Data(SHA256.hash(data: machine)))
@@ -170,6 +188,7 @@ struct EtcdAuditRecord: Sendable, Hashable {
             out.appendBigEndian(event.version)
         }
         out.append(previousHash.count == 32 ? previousHash : Data(count: 32))
+        if let commitID { out.append(commitID.prefix(Self.commitIDLength) + Data(count: max(0, Self.commitIDLength - commitID.count))) }
         return out
     }
 
@@ -191,7 +210,7 @@ struct EtcdAuditRecord: Sendable, Hashable {
     /// Parses a stored value (the MAC is not checked here: ``verify(_:key:etcdKey:)``); nil when it is not one.
     init?(decoding data: Data) {
         var reader = ByteReader(data)
-        guard reader.byte() == Self.format,
+        guard let format = reader.byte(), format == Self.format || format == Self.formatWithoutCommitID,
               let counter = reader.integer(8), let millis = reader.integer(8),
               let machine = reader.bytes(32), let uid = reader.integer(4),
               let nameLength = reader.byte(), let name = reader.bytes(Int(nameLength)),
@@ -202,7 +221,13 @@ struct EtcdAuditRecord: Sendable, Hashable {
                   let item = reader.bytes(12), let version = reader.integer(8) else { return nil }
             events.append(Event(kind: kind, itemClass: String(decoding: cls, as: UTF8.self), item: item, version: version))
         }
-        guard let previous = reader.bytes(32), let _ = reader.bytes(32), reader.isAtEnd else { return nil }
+        guard let previous = reader.bytes(32) else { return nil }
+        var commitID: Data?
+        if format == Self.format {
+            guard let id = reader.bytes(Self.commitIDLength) else { return nil }
+            commitID = id
+        }
+        guard let _ = reader.bytes(32), reader.isAtEnd else { return nil }
         self.counter = counter
         self.time = Date(timeIntervalSince1970: Double(Int64(bitPattern: millis)) / 1000)
         self.machine = machine
@@ -210,9 +235,11 @@ struct EtcdAuditRecord: Sendable, Hashable {
         self.user = String(decoding: name, as: UTF8.self)
         self.events = events
         self.previousHash = previous
+        self.commitID = commitID
     }
 
-    init(counter: UInt64, time: Date, machine: Data, uid: UInt32, user: String, events: [Event], previousHash: Data) {
+    init(counter: UInt64, time: Date, machine: Data, uid: UInt32, user: String, events: [Event], previousHash: Data,
+         commitID: Data? = nil) {
         self.counter = counter
         self.time = time
         self.machine = machine
@@ -220,6 +247,7 @@ struct EtcdAuditRecord: Sendable, Hashable {
         self.user = user
         self.events = events
         self.previousHash = previousHash
+        self.commitID = commitID
     }
 
     /// Whether `value`'s MAC is right for `etcdKey` under `key`.

@@ -130,7 +130,7 @@ package struct EtcdEndpointStatus: Sendable {
 /// sent: on the client's own loop it would wait for itself forever, on another loop it would stall every channel of
 /// that loop. A call has one deadline (``EtcdConfiguration/timeout``, from its
 /// start) across every endpoint; each HTTP request gets min(remaining, max(0.5 s, timeout / 2)) so one hung member
-/// cannot eat it all. Calls start at the endpoint that last answered and go round-robin.
+/// cannot eat it all. Calls start at the endpoint that last answered (after a write that got no answer, the next one) and go round-robin.
 ///
 /// Reads are retried on any endpoint until the deadline. Writes are retried on another endpoint only when they surely
 /// were not applied (not connected, "no leader", "not capable"); a write that was sent and got no answer, or an answer
@@ -433,6 +433,9 @@ package final class EtcdClient: Sendable {
                 failure = reason
             case .noAnswer(let reason):
                 if kind.isWrite {
+                    // The next call (the writer's resolution of this one first) starts at another member: this one
+                    // did not answer, and a request queued behind this write there would wait as long.
+                    if only == nil { state.withLock { if $0.preferred == index { $0.preferred = (index + 1) % endpoints.count } } }
                     throw EtcdError.indeterminate("etcd at \(endpoint) got a write and did not answer it (\(reason))")
                 }
                 failure = reason

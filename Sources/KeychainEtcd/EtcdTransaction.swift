@@ -808,7 +808,9 @@ final class EtcdTransaction: StorageWriter {
             // next attempt starts from there without reading them again.
             result = try client.txn(compare: compares, success: operations, failure: ([keyspace.meta] + watched).map { .range($0) })
         } catch EtcdError.indeterminate(let reason) {
-            let outcome = try resolveIndeterminate(operations, reason: reason)
+            let outcome = try resolveIndeterminate(operations, fencing: seen[keyspace.head] ?? (nil, 0),
+                                                   emptyHead: EtcdHead.empty.encoded(keychainID: keychainID, key: keychain.headKey(keys)),
+                                                   reason: reason)
             if case .committed = outcome { committed(counter: counter, head: nil) }
             return outcome
         } catch let error as EtcdError {
@@ -845,35 +847,62 @@ final class EtcdTransaction: StorageWriter {
         seenMarks = []
     }
 
-    /// A commit was sent and its answer lost: reads back whether it was applied. Every put of an item carries a
-    /// value no one else can have written (a fresh random item key and nonces), so finding it proves the commit;
-    /// a commit that only deleted counts as applied when every key it deleted is gone.
-    private func resolveIndeterminate(_ operations: [EtcdOperation], reason: String) throws -> Outcome {
-        do {
-            // The audit entry of this transaction's HEAD counter is a key only one commit can write: found with this
-            // commit's bytes, it was applied; with other bytes, another commit took the counter. Then HEAD itself.
-            let auditPrefix = keyspace.prefix + Data("audit/".utf8)
-            for case .put(let key, let value) in operations where key.starts(with: auditPrefix) || key == keyspace.head {
-                guard let found = try client.range(key).kvs.first else { continue }
-                if found.value == value { return .committed(revision: found.modRevision) }
-                if key.starts(with: auditPrefix) { return .conflict(nil) }
-            }
-            let itemPut = operations.first { if case .put(let key, _) = $0 { return key.starts(with: keyspace.allItems) }; return false }
-            if case .put(let key, let value)? = itemPut {
-                let found = try client.range(key).kvs.first
-                return found?.value == value ? .committed(revision: found?.modRevision ?? 0) : .conflict(nil)
-            }
-            var revision: Int64 = 0
-            for case .delete(let key) in operations where key.starts(with: keyspace.allItems) {
-                let found = try client.range(key)
-                if !found.kvs.isEmpty { return .conflict(nil) }
-                revision = found.revision
-            }
-            return .committed(revision: revision)
-        } catch let error as EtcdError {
-            KeystoneLog.logger.error("an etcd commit's outcome is unknown", metadata: ["keychain": "\(keychain.configuration.name)"])
-            throw EngineError(Status.notAvailable, "the change was sent to etcd at \(keychain.configuration.endpointList) but its answer was lost (\(reason)), and the cluster could not be asked whether it was applied (\(error.engineError.reason)): it may or may not have been applied. Check with a search once the cluster answers")
+    /// Attempts of the fence before the outcome is reported unknown.
+    static let fenceAttempts = 3
+
+    /// A commit was sent and its answer lost: decides, for good, whether it was applied.
+    ///
+    /// Reading back is not enough: the lost request may still be in etcd's log (a member paused with it, a leader
+    /// election under way) and be applied after the read found nothing, while this writer tries again: an add would
+    /// then report a duplicate of itself, a check-and-set a conflict with itself, an update apply twice. So the
+    /// resolution is a fence, one etcd transaction: if HEAD still has the mod revision the commit compared, HEAD is
+    /// put again with the value it holds (only its mod revision moves; its counter and chain are unchanged), so the
+    /// lost commit, whose compares include that mod revision, can never apply afterwards: it was not applied. Else
+    /// HEAD moved on, and the lost commit can no longer apply either; the fence's failure branch reads, at that
+    /// revision, the audit entry of the commit's counter and the item it put: found with this commit's bytes (unique:
+    /// a random commit id in the entry, fresh nonces in the row), it was applied; otherwise another commit went first.
+    /// A fence whose own answer is lost, or that no member answered, is sent again: it changes nothing once HEAD moved.
+    ///
+    /// - Parameters:
+    ///   - fencing: HEAD as the commit compared it (value, nil when absent; mod revision, 0 when absent).
+    ///   - emptyHead: the HEAD record of counter 0, put when HEAD was absent.
+    /// - Throws: `errSecNotAvailable` when the cluster did not answer the fence: the outcome is unknown.
+    private func resolveIndeterminate(_ operations: [EtcdOperation], fencing head: (value: Data?, modRevision: Int64),
+                                      emptyHead: Data, reason: String) throws -> Outcome {
+        let auditPrefix = keyspace.prefix + Data("audit/".utf8)
+        var witnesses: [(key: Data, value: Data)] = []
+        for case .put(let key, let value) in operations where key.starts(with: auditPrefix) { witnesses.append((key, value)) }
+        if case .put(let key, let value)? = operations.first(where: { if case .put(let key, _) = $0 { return key.starts(with: keyspace.allItems) }; return false }) {
+            witnesses.append((key, value))
         }
+        var lastError = reason
+        for _ in 0..<Self.fenceAttempts {
+            let result: EtcdTxnResult
+            do {
+                result = try client.txn(compare: [.modRevision(keyspace.head, equals: head.modRevision)],
+                                        success: [.put(keyspace.head, head.value ?? emptyHead)],
+                                        failure: witnesses.map { .range($0.key) })
+            } catch EtcdError.indeterminate(let fenceReason) {
+                lastError = fenceReason
+                continue
+            } catch EtcdError.unavailable(let fenceReason) {
+                lastError = fenceReason  // no member answered within the deadline (a leader election): ask again
+                continue
+            } catch let error as EtcdError {
+                lastError = error.engineError.reason
+                break
+            }
+            // HEAD had not moved: the commit was not applied, and now never will be.
+            if result.succeeded { return .conflict(nil) }
+            for (witness, response) in zip(witnesses, result.responses) {
+                if case .range(let found) = response, let kv = found.kvs.first, kv.value == witness.value {
+                    return .committed(revision: kv.modRevision)
+                }
+            }
+            return .conflict(nil)
+        }
+        KeystoneLog.logger.error("an etcd commit's outcome is unknown", metadata: ["keychain": "\(keychain.configuration.name)"])
+        throw EngineError(Status.notAvailable, "the change was sent to etcd at \(keychain.configuration.endpointList) but its answer was lost (\(reason)), and the cluster could not be asked whether it was applied (\(lastError)): it may or may not have been applied. Check with a search once the cluster answers")
     }
 }
 #endif

@@ -164,6 +164,43 @@ struct EtcdAuditTests {
         #expect(status { _ = try keychain.auditLog(verify: true) } == Status.interactionNotAllowed)
         #expect(try keychain.auditLog(verify: false).entries.count == 5)
     }
+
+    @Test("the same change from one machine and user, at the same HEAD in the same millisecond, writes two different entries (a random commit id each); an entry of format 1, without one, still reads and verifies")
+    func entriesAreUnique() throws {
+        let name = "audit-unique-\(UUID().uuidString.prefix(8))"
+        let keychain = try EtcdKeychain.create(try EtcdConfiguration(url: cluster.url(name: name), environment: [:]), password: "pw")
+        let instant = Date(timeIntervalSince1970: 1_800_000_000.123)
+        keychain.clock = { instant }
+        let (keys, _, _) = try keychain.snapshotKeys()
+        let key = keychain.auditKey(try #require(keys))
+        let event = EtcdAuditEvent(kind: .update, itemClass: .genericPassword, digest: Data(repeating: 7, count: 64), version: 2)
+        var first: [EtcdOperation] = [], second: [EtcdOperation] = []
+        let chainOne = try EtcdAudit.append(to: &first, keychain: keychain, counter: 9, previousHash: EtcdHead.zeroHash, events: [event], key: key)
+        let chainTwo = try EtcdAudit.append(to: &second, keychain: keychain, counter: 9, previousHash: EtcdHead.zeroHash, events: [event], key: key)
+        guard case .put(let etcdKey, let one)? = first.first, case .put(_, let two)? = second.first else {
+            Issue.record("no entry appended"); return
+        }
+        #expect(one != two)
+        #expect(chainOne != chainTwo)
+        for value in [one, two] {
+            #expect(EtcdAuditRecord.verify(value, key: key, etcdKey: etcdKey))
+            let record = try #require(EtcdAuditRecord(decoding: value))
+            #expect(record.counter == 9 && record.time == instant && record.events.count == 1 && record.commitID?.count == 16)
+        }
+        #expect(EtcdAuditRecord(decoding: one)?.commitID != EtcdAuditRecord(decoding: two)?.commitID)
+
+        // Format 1 (written before commit ids): read, verified, and one byte of it edited is refused.
+        var old = try #require(EtcdAuditRecord(decoding: one))
+        old.commitID = nil
+        let stored = old.sealed(key: key, etcdKey: etcdKey)
+        #expect(stored.first == 1)
+        #expect(EtcdAuditRecord.verify(stored, key: key, etcdKey: etcdKey))
+        let decoded = try #require(EtcdAuditRecord(decoding: stored))
+        #expect(decoded.commitID == nil && decoded.events == old.events && decoded.previousHash == old.previousHash)
+        var edited = stored
+        edited[10] ^= 1
+        #expect(!EtcdAuditRecord.verify(edited, key: key, etcdKey: etcdKey))
+    }
 }
 
 /// Fail-closed: the change and its audit entry are one etcd transaction, so etcd refusing the entry refuses the change.

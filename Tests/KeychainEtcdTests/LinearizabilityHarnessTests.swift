@@ -51,6 +51,14 @@ struct LinearizabilityHarnessTests {
             + "\(checkAndSets.filter { $0.response?.outcome == .conflict }.count) of them conflicts), faults: \(run.faults.joined(separator: ", ")); "
             + "\(verdict) in \(checkMilliseconds) ms" + (run.unknownReasons.isEmpty ? "" : "; unknown outcomes: \(run.unknownReasons)"))
         #expect(verdict.isLinearizable, "\(verdict)")
+        if !verdict.isLinearizable {
+            // The failing keys' operations in invocation order: what a reader needs to tell a real anomaly from a
+            // model gap (values name their writer and its call number; no secret of any real item is involved).
+            for anomaly in verdict.anomalies {
+                print("history of \(anomaly.key):\n" + history.filter { $0.key == anomaly.key }
+                    .sorted { $0.invoked < $1.invoked }.map(\.description).joined(separator: "\n"))
+            }
+        }
         // The history must have exercised what it checks: every kind of call answered, some under contention.
         for kind in ["add", "update", "delete", "read"] {
             #expect(history.contains { $0.response != nil && Self.kind($0.call) == kind }, "no answered \(kind)")

@@ -319,7 +319,7 @@ final class EtcdBench {
         case .rawUpdateTransaction:
             // What one SecItemUpdate commits, in one raw transaction and no read before it (the floor of an update
             // made in one round trip): compares on the item, the HEAD and the header; puts of the item, its previous
-            // version (history), the HEAD (73 bytes) and an audit entry (176 bytes).
+            // version (history), the HEAD (73 bytes) and an audit entry (192 bytes).
             for i in 0..<calls {
                 let item = (i &* 7919) % items
                 let itemKey = rawKey("txn/items/\(item)")
@@ -331,7 +331,7 @@ final class EtcdBench {
                     .put(itemKey, rawValue(i)),
                     .put(rawKey("txn/history/\(item)/b\(batch)-\(i)"), rawValue(i &+ 1)),
                     .put(rawKey("txn/head"), Data(count: 73)),
-                    .put(rawKey("txn/audit/b\(batch)-\(i)"), Data(count: 176)),
+                    .put(rawKey("txn/audit/b\(batch)-\(i)"), Data(count: 192)),
                 ])
                 if result.succeeded {
                     transactionHeadRevision = result.revision
