@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// One key of etcd's key-value store with its revisions.
 package struct EtcdKeyValue: Sendable, Hashable {
@@ -50,6 +51,9 @@ package enum EtcdCompare: Sendable, Hashable {
     case createRevision(Data, equals: Int64)
     case modRevision(Data, equals: Int64)
     case value(Data, equals: Data)
+    /// No key starting with the prefix was created after `revision` (an etcd compare over the range: every key's
+    /// create revision below `revision + 1`; true when no key exists).
+    case noKeyCreated(prefix: Data, after: Int64)
 }
 
 /// An operation of a transaction.
@@ -143,6 +147,10 @@ package final class EtcdClient: Sendable {
     let http: HTTPClient  // internal: the watch stream (EtcdWatch.swift) uses the same connections and TLS
     private let state = Locked(State())
     private let perRequestTimeout: TimeInterval
+    private let sent = Atomic<Int>(0)
+
+    /// HTTP requests this client has sent (every endpoint, every kind): how many round trips a call took.
+    package var requestsSent: Int { sent.load(ordering: .relaxed) }
 
     private struct State {
         /// The endpoint that answered last: calls start there.
@@ -518,6 +526,7 @@ package final class EtcdClient: Sendable {
 
     private func send(_ path: String, body: Data, to endpoint: EtcdConfiguration.Endpoint, token: String?,
                       timeout: TimeAmount) -> Outcome {
+        sent.add(1, ordering: .relaxed)
         let scheme = configuration.tls == nil ? "http" : "https"
         let request: HTTPClient.Request
         do {

@@ -66,6 +66,10 @@ public final class EtcdKeychain: KeychainStorage {
     private let highWaters = Locked<[Data: EtcdHighWater]>([:])
     /// The HEAD record as this process last wrote it (value, mod revision): a first attempt guesses it.
     let headHint = Locked<(value: Data, modRevision: Int64)?>(nil)
+    /// The rows last read under item identities' prefixes: a write's first attempt guesses them (EtcdPrefixCache.swift).
+    let prefixCache = Locked(EtcdPrefixCache())
+    /// When a write last read the tombstone index, and its oldest deletion: guesses wait for the purge.
+    let purgeWatch = Locked<EtcdPurgeWatch?>(nil)
 
     /// The rollback marks of the keychain with id `id` on this machine.
     func highWater(_ id: Data) -> EtcdHighWater {
@@ -292,6 +296,7 @@ public final class EtcdKeychain: KeychainStorage {
     /// records the lock there, so this user's other processes on this machine drop their keys at their next call.
     public func lock() {
         let now = clock()
+        prefixCache.withLock { $0.removeAll() }
         state.withLock { state in
             state.keys = nil
             state.unlockedAt = nil

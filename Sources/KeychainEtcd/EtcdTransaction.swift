@@ -21,6 +21,9 @@ final class EtcdTransaction: StorageWriter {
     /// The first read found the keychain's header changed since this process read it: it is read again, and the
     /// body runs again.
     struct HeaderChanged: Error {}
+    /// A row taken from ``EtcdPrefixCache`` is older than this machine has seen (another process of the machine
+    /// wrote since): a wrong guess, not a rollback; the body runs again on values read.
+    struct StaleGuess: Error {}
 
     enum Outcome {
         /// Applied at this revision.
@@ -111,6 +114,13 @@ final class EtcdTransaction: StorageWriter {
     private var seenMarks: [(Data, EtcdHighWater.Mark)] = []
     /// Keys whose value is a guess, not read.
     private var guessedKeys: Set<Data> = []
+    /// Identity prefixes whose rows were taken from ``EtcdPrefixCache`` (a guess), with the revision no key there may
+    /// have been created after: compared at commit.
+    private var prefixGuards: [(prefix: Data, revision: Int64)] = []
+    /// The keys whose rows came from ``EtcdPrefixCache``.
+    private var cachedKeys: Set<Data> = []
+    /// Whether this transaction purges tombstones past the retention (the index's next entry is then unknown).
+    private var purging = false
     /// The keychain's history policy when this transaction started.
     let policy: EtcdHistoryPolicy
     /// This machine's rollback marks, and their state before this transaction's first read (what reads are checked against).
@@ -184,9 +194,12 @@ final class EtcdTransaction: StorageWriter {
                 return seen[key]?.value ?? nil
             }
             if key.starts(with: keyspace.allItems) {
-                seen[key] = (nil, 0)
+                // An item by its whole primary key: the row this process last read under its identity, else absent.
+                let row = guessesAllowed ? keychain.prefixCache.withLock { $0.entry(Self.identityPrefix(of: key))?.rows[key] } : nil
+                seen[key] = row.map { ($0.value, $0.modRevision) } ?? (nil, 0)
+                if row != nil { cachedKeys.insert(key) }
                 guessed = true
-                return nil
+                return row?.value
             }
         }
         try fetch([key])
@@ -235,13 +248,35 @@ final class EtcdTransaction: StorageWriter {
             if let kv = answer.kvs.first { record(kv) } else if seen[key] == nil { seen[key] = (nil, 0) }
         }
         oldestTombstones = answers.last?.kvs ?? []
+        let oldest = oldestTombstones.first.flatMap { Self.deletionStamp(of: $0, keyspace: keyspace) }
+        keychain.purgeWatch.withLock { $0 = EtcdPurgeWatch(readAt: keychain.clock().timeIntervalSince1970, oldestDeletion: oldest) }
         for kv in oldestTombstones { record(kv) }
         return answers[0]
     }
 
     /// Every row whose key starts with `prefix` at the snapshot, then this transaction's own changes: (key, value) pairs.
-    private func scan(_ prefix: Data) throws -> [(key: Data, value: Data)] {
+    ///
+    /// `cacheable` (an identity's prefix): a complete read is kept in ``EtcdPrefixCache``, and a write's first attempt
+    /// takes the rows kept there instead of reading, every one of them and the prefix's creations compared at commit.
+    private func scan(_ prefix: Data, cacheable: Bool = false) throws -> [(key: Data, value: Data)] {
         var rows: [Data: Data] = [:]
+        if cacheable, guessing, revision == nil, guessesAllowed, let entry = keychain.prefixCache.withLock({ $0.entry(prefix) }) {
+            for (key, row) in entry.rows {
+                if seen[key] == nil {
+                    seen[key] = (row.value, row.modRevision)
+                    cachedKeys.insert(key)
+                }
+                // Compared at commit even when unchanged: a row left out (a tombstone, another group's digest) may
+                // have become a match since.
+                pinned.insert(key)
+                if let value = seen[key]?.value { rows[key] = value }
+            }
+            prefixGuards.append((prefix, entry.revision))
+            guessed = true
+            for key in order where key.starts(with: prefix) { rows[key] = changes[key] ?? nil }
+            return rows.map { ($0.key, $0.value) }
+        }
+        var read: [Data: EtcdPrefixCache.Row] = [:]
         try compactionChecked {
             var after: Data?
             repeat {
@@ -255,10 +290,12 @@ final class EtcdTransaction: StorageWriter {
                 for kv in page.kvs {
                     record(kv)
                     rows[kv.key] = kv.value
+                    if cacheable { read[kv.key] = EtcdPrefixCache.Row(value: kv.value, modRevision: kv.modRevision) }
                 }
                 after = page.more ? page.kvs.last?.key : nil
             } while after != nil
         }
+        if cacheable, let revision { keychain.prefixCache.withLock { $0.store(prefix, revision: revision, rows: read) } }
         for key in order where key.starts(with: prefix) {
             rows[key] = changes[key] ?? nil
         }
@@ -286,6 +323,7 @@ final class EtcdTransaction: StorageWriter {
         let opened = open(cls, primaryKey: primaryKey, row: row)
         // Only rows read from etcd are checked (and raise the marks): not this transaction's own, uncommitted changes.
         if case .item = opened, changes[key] == nil {
+            if cachedKeys.contains(key), (row.counter ?? 0) < marks.mark(cls, primaryKey)?.counter ?? 0 { throw StaleGuess() }
             var pending: [(Data, EtcdHighWater.Mark)]? = []
             try highWater.check(cls, primaryKey, counter: row.counter ?? 0, version: row.version ?? 0, against: marks,
                                 keychain: keychain.configuration.name, pending: &pending)
@@ -361,7 +399,7 @@ final class EtcdTransaction: StorageWriter {
                 wanted.append((index, RowDigest.attribute(itemClass, attribute, value, mac: keys.indexMAC), identity.contains(attribute)))
             }
             stored = byIdentity
-                ? try scan(keyspace.items(itemClass, identity: EtcdKeyspace.identity(itemClass, constraints, mac: keys.indexMAC)))
+                ? try scan(keyspace.items(itemClass, identity: EtcdKeyspace.identity(itemClass, constraints, mac: keys.indexMAC)), cacheable: true)
                 : try scan(keyspace.items(itemClass))
         } else {
             stored = try scan(keyspace.items(itemClass))
@@ -734,6 +772,7 @@ final class EtcdTransaction: StorageWriter {
         guard let entry = oldestTombstones.first, entry.key.starts(with: keyspace.tombstones), changes[entry.key] == nil,
               let stamp = entry.key.dropFirst(keyspace.tombstones.count).prefix(16).asciiHex,
               TimeInterval(stamp) + policy.tombstoneRetention <= keychain.clock().timeIntervalSince1970 else { return }
+        purging = true
         var listed: [(ItemClass, Data)] = []
         var at = entry.value.startIndex
         while entry.value.endIndex - at >= 68 {
@@ -761,6 +800,12 @@ final class EtcdTransaction: StorageWriter {
             events.append(EtcdAuditEvent(kind: .purge, itemClass: cls, digest: digest, version: 0))
         }
         set(entry.key, left.isEmpty ? nil : Self.tombstoneList(left))
+    }
+
+    /// The deletion time (seconds since 1970) a tombstone index entry's key names.
+    static func deletionStamp(of entry: EtcdKeyValue, keyspace: EtcdKeyspace) -> TimeInterval? {
+        guard entry.key.starts(with: keyspace.tombstones) else { return nil }
+        return entry.key.dropFirst(keyspace.tombstones.count).prefix(16).asciiHex.map { TimeInterval($0) }
     }
 
     static func tombstoneList(_ items: [(ItemClass, Data)]) -> Data {
@@ -802,6 +847,7 @@ final class EtcdTransaction: StorageWriter {
         for key in watched {
             compares.append(.modRevision(key, equals: seen[key]?.modRevision ?? 0))
         }
+        for prefixGuard in prefixGuards { compares.append(.noKeyCreated(prefix: prefixGuard.prefix, after: prefixGuard.revision)) }
         let result: EtcdTxnResult
         do {
             // When a compare fails, the failure branch reads the header and every watched key, at one revision: the
@@ -811,13 +857,17 @@ final class EtcdTransaction: StorageWriter {
             let outcome = try resolveIndeterminate(operations, fencing: seen[keyspace.head] ?? (nil, 0),
                                                    emptyHead: EtcdHead.empty.encoded(keychainID: keychainID, key: keychain.headKey(keys)),
                                                    reason: reason)
-            if case .committed = outcome { committed(counter: counter, head: nil) }
+            if case .committed(let revision) = outcome {
+                committed(counter: counter, head: nil)
+                cacheChanges(at: revision)
+            }
             return outcome
         } catch let error as EtcdError {
             throw error.engineError
         }
         if result.succeeded {
             committed(counter: counter, head: (headValue, result.revision))
+            cacheChanges(at: result.revision)
             return .committed(revision: result.revision)
         }
         guard case .range(let meta)? = result.responses.first, meta.kvs.first?.modRevision == headerRevision else { return .headerChanged }
@@ -829,6 +879,27 @@ final class EtcdTransaction: StorageWriter {
         headOnlyConflict = !guessed && values.count == watched.count
             && values.allSatisfy { key, found in key == keyspace.head || found.modRevision == (seen[key]?.modRevision ?? 0) }
         return .conflict(values.count == watched.count ? Snapshot(revision: result.revision, values: values, tombstones: oldestTombstones) : nil)
+    }
+
+    /// Whether this attempt may take rows from ``EtcdPrefixCache``: while no tombstone can be past the retention
+    /// (``EtcdPurgeWatch``), so that the writes that read the tombstone index keep purging.
+    private var guessesAllowed: Bool {
+        keychain.purgeWatch.withLock { $0?.allowsGuess(now: keychain.clock().timeIntervalSince1970, retention: policy.tombstoneRetention) ?? false }
+    }
+
+    /// The identity prefix an item key falls under: the key without its group part's 32-byte digest.
+    static func identityPrefix(of itemKey: Data) -> Data { Data(itemKey.dropLast(32)) }
+
+    /// After a commit at `revision`: the prefix cache follows this transaction's changes of items.
+    private func cacheChanges(at revision: Int64) {
+        if purging { keychain.purgeWatch.withLock { $0 = nil } }
+        let items = keyspace.allItems
+        let changed = order.filter { $0.starts(with: items) }.map { (key: $0, value: changes[$0] ?? nil) }
+        guard !changed.isEmpty else { return }
+        keychain.prefixCache.withLock { cache in
+            // An item key is its identity's prefix and the 32-byte digest of its group part.
+            cache.apply(changed, at: revision) { $0.count > items.count + 32 ? Self.identityPrefix(of: $0) : nil }
+        }
     }
 
     /// Raises this machine's marks to the newer rows this transaction read (one append for all of them).

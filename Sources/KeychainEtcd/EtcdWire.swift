@@ -115,8 +115,10 @@ enum Wire {
         var createRevision: WireInt64?
         var modRevision: WireInt64?
         var value: Data?
+        /// A compare over [key, rangeEnd): it must hold for every key there.
+        var rangeEnd: Data? = nil
         enum CodingKeys: String, CodingKey {
-            case key, target, result, createRevision = "create_revision", modRevision = "mod_revision", value
+            case key, target, result, createRevision = "create_revision", modRevision = "mod_revision", value, rangeEnd = "range_end"
         }
     }
 
@@ -236,6 +238,9 @@ extension EtcdCompare {
             Wire.Compare(key: key, target: "MOD", result: "EQUAL", modRevision: WireInt64(revision))
         case .value(let key, let value):
             Wire.Compare(key: key, target: "VALUE", result: "EQUAL", value: value)
+        case .noKeyCreated(let prefix, let revision):
+            Wire.Compare(key: prefix, target: "CREATE", result: "LESS", createRevision: WireInt64(revision + 1),
+                         rangeEnd: EtcdClient.prefixEnd(prefix))
         }
     }
 }
